@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Builds the tool binaries this project needs from the Go module proxy into a
+# versioned cache outside the clone, so CI and later sessions reuse them.
+#
+#   hack/tools.sh [all|envtest|kubeadm|controller-gen|ignition-validate|benchstat|cloud-init]...
+#   hack/tools.sh path <tool>     # print where a tool lives (no build)
+#
+# Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
+# (kube-apiserver + etcd side by side) is $CABPK_TOOLS_CACHE/envtest/<k8s>-<etcd>/.
+# internal/testbin computes the same paths; keep the two in step.
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=../internal/testbin/versions.env
+source "${repo_root}/internal/testbin/versions.env"
+
+TOOLS_CACHE=${CABPK_TOOLS_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cabpk-formats/tools}
+export GOFLAGS=-mod=mod
+export GOTOOLCHAIN=local
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+tool_path() {
+  case "$1" in
+    envtest) echo "${TOOLS_CACHE}/envtest/${KUBERNETES_VERSION}-${ETCD_VERSION}" ;;
+    kube-apiserver | kubeadm) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}/$1" ;;
+    etcd) echo "${TOOLS_CACHE}/etcd/${ETCD_VERSION}/etcd" ;;
+    controller-gen) echo "${TOOLS_CACHE}/controller-gen/${CONTROLLER_GEN_VERSION}/controller-gen" ;;
+    ignition-validate) echo "${TOOLS_CACHE}/ignition-validate/${IGNITION_VERSION}/ignition-validate" ;;
+    benchstat) echo "${TOOLS_CACHE}/benchstat/${BENCHSTAT_VERSION}/benchstat" ;;
+    cloud-init) command -v cloud-init || echo /usr/bin/cloud-init ;;
+    *) log "unknown tool $1"; return 1 ;;
+  esac
+}
+
+# build_in_wrapper <out> <go.mod body> <package>: builds a package inside a
+# throwaway module so that the tool's dependencies never touch this repo's go.mod.
+build_in_wrapper() {
+  local out=$1 gomod=$2 pkg=$3 dir
+  dir=$(mktemp -d)
+  trap 'rm -rf "${dir}"' RETURN
+  printf '%s\n' "${gomod}" >"${dir}/go.mod"
+  printf 'package tools\n\nimport _ "%s"\n' "${pkg}" >"${dir}/tools.go"
+  (cd "${dir}" && go mod tidy >/dev/null 2>&1 || true)
+  mkdir -p "$(dirname "${out}")"
+  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -o "${out}.tmp" "${pkg}")
+  mv "${out}.tmp" "${out}"
+}
+
+# Kubernetes' go.mod replaces its staging modules with local paths; a wrapper
+# module that pins each of them to the matching published k8s.io release builds
+# the real commands unchanged.
+kubernetes_gomod() {
+  local modfile staging_version replaces
+  modfile=$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  staging_version="v0${KUBERNETES_VERSION#v1}"
+  replaces=$(sed -n "s#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 ${staging_version}#p" "${modfile}")
+  printf 'module cabpk-formats.local/k8s-tools\n\ngo 1.26\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n%s\n)\n' \
+    "${KUBERNETES_VERSION}" "${replaces}"
+}
+
+build_kubernetes_cmd() {
+  local name=$1 out
+  out=$(tool_path "${name}")
+  [[ -x "${out}" ]] && return 0
+  log "building ${name} ${KUBERNETES_VERSION} (several minutes on a cold cache)"
+  build_in_wrapper "${out}" "$(kubernetes_gomod)" "k8s.io/kubernetes/cmd/${name}"
+}
+
+build_etcd() {
+  local out
+  out=$(tool_path etcd)
+  [[ -x "${out}" ]] && return 0
+  log "building etcd ${ETCD_VERSION}"
+  build_in_wrapper "${out}" "$(printf 'module cabpk-formats.local/etcd\n\ngo 1.26\n\nrequire (\n\tgo.etcd.io/etcd/server/v3 %s\n\tgo.etcd.io/etcd/api/v3 %s\n\tgo.etcd.io/etcd/client/pkg/v3 %s\n\tgo.etcd.io/etcd/client/v3 %s\n\tgo.etcd.io/etcd/pkg/v3 %s\n)\n' \
+    "${ETCD_VERSION}" "${ETCD_VERSION}" "${ETCD_VERSION}" "${ETCD_VERSION}" "${ETCD_VERSION}")" go.etcd.io/etcd/server/v3
+}
+
+build_envtest() {
+  build_kubernetes_cmd kube-apiserver
+  build_etcd
+  local dir
+  dir=$(tool_path envtest)
+  mkdir -p "${dir}"
+  ln -sf "$(tool_path kube-apiserver)" "${dir}/kube-apiserver"
+  ln -sf "$(tool_path etcd)" "${dir}/etcd"
+}
+
+go_install() {
+  local name=$1 pkg=$2 version=$3 out gobin
+  out=$(tool_path "${name}")
+  [[ -x "${out}" ]] && return 0
+  log "installing ${name} ${version}"
+  gobin=$(mktemp -d)
+  GOBIN="${gobin}" CGO_ENABLED=0 GOFLAGS= go install -trimpath "${pkg}@${version}"
+  mkdir -p "$(dirname "${out}")"
+  mv "${gobin}/$(basename "${pkg}")" "${out}"
+  rm -rf "${gobin}"
+}
+
+install_cloud_init() {
+  command -v cloud-init >/dev/null 2>&1 && return 0
+  log "installing Debian's cloud-init (for its schema check)"
+  local sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get install -y --no-install-recommends cloud-init >/dev/null ||
+    { "${sudo[@]}" apt-get update >/dev/null && "${sudo[@]}" apt-get install -y --no-install-recommends cloud-init >/dev/null; }
+}
+
+build() {
+  case "$1" in
+    all) for t in envtest kubeadm controller-gen ignition-validate cloud-init; do build "${t}"; done ;;
+    envtest) build_envtest ;;
+    kubeadm) build_kubernetes_cmd kubeadm ;;
+    controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" ;;
+    ignition-validate) go_install ignition-validate github.com/coreos/ignition/v2/validate "${IGNITION_VERSION}" ;;
+    benchstat) go_install benchstat golang.org/x/perf/cmd/benchstat "${BENCHSTAT_VERSION}" ;;
+    cloud-init) install_cloud_init ;;
+    *) log "unknown tool $1"; return 1 ;;
+  esac
+}
+
+if [[ "${1:-}" == path ]]; then
+  tool_path "$2"
+  exit 0
+fi
+for t in "${@:-all}"; do
+  build "${t}"
+done
