@@ -42,14 +42,13 @@ generate-go: $(CONTROLLER_GEN)
 .PHONY: generate-manifests
 generate-manifests: $(CONTROLLER_GEN)
 	rm -rf $(CONFIG_DIR)/crd/bases $(CONFIG_DIR)/webhook/manifests.yaml $(CONFIG_DIR)/rbac/role.yaml
+	# CRDs: controller-gen's CRD generator, one parser per kind (see hack/crdgen).
+	go run ./hack/crdgen -output-dir ./$(CONFIG_DIR)/crd/bases ./bootstrap/kubeadm/api/...
 	$(CONTROLLER_GEN) \
-		paths=./bootstrap/kubeadm/api/... \
 		paths=./cmd/... \
 		paths=./internal/... \
-		crd:crdVersions=v1 \
 		rbac:roleName=manager-role \
 		webhook \
-		output:crd:dir=./$(CONFIG_DIR)/crd/bases \
 		output:rbac:dir=./$(CONFIG_DIR)/rbac \
 		output:webhook:dir=./$(CONFIG_DIR)/webhook
 

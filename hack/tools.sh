@@ -38,12 +38,15 @@ tool_path() {
 build_in_wrapper() {
   local out=$1 gomod=$2 pkg=$3 dir
   dir=$(mktemp -d)
-  trap 'rm -rf "${dir}"' RETURN
   printf '%s\n' "${gomod}" >"${dir}/go.mod"
   printf 'package tools\n\nimport _ "%s"\n' "${pkg}" >"${dir}/tools.go"
   (cd "${dir}" && go mod tidy >/dev/null 2>&1 || true)
   mkdir -p "$(dirname "${out}")"
-  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -o "${out}.tmp" "${pkg}")
+  if ! (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -o "${out}.tmp" "${pkg}"); then
+    rm -rf "${dir}" "${out}.tmp"
+    return 1
+  fi
+  rm -rf "${dir}"
   mv "${out}.tmp" "${out}"
 }
 

@@ -1,0 +1,50 @@
+// Package feature holds this provider's feature gates. They are set with the
+// manager's --feature-gates flag; the shipped manifests fill that flag from
+// clusterctl variables (EXP_KUBEADM_BOOTSTRAP_FORMAT_*).
+package feature
+
+import (
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/component-base/featuregate"
+)
+
+const (
+	// KubeadmBootstrapFormatIgnition enables `spec.format: ignition`
+	// (Ignition v3 for Flatcar).
+	//
+	// alpha: v0.1
+	KubeadmBootstrapFormatIgnition featuregate.Feature = "KubeadmBootstrapFormatIgnition"
+
+	// KubeadmBootstrapFormatRaw enables `spec.format: raw` (kubeadm configuration
+	// only, for agents that run kubeadm themselves).
+	//
+	// alpha: v0.1
+	KubeadmBootstrapFormatRaw featuregate.Feature = "KubeadmBootstrapFormatRaw"
+)
+
+// EnvVar returns the clusterctl variable that sets a gate in the shipped
+// manifests, so that error messages can tell users how to turn it on.
+func EnvVar(f featuregate.Feature) string {
+	return envVars[f]
+}
+
+var envVars = map[featuregate.Feature]string{
+	KubeadmBootstrapFormatIgnition: "EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION",
+	KubeadmBootstrapFormatRaw:      "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW",
+}
+
+var defaultGates = map[featuregate.Feature]featuregate.FeatureSpec{
+	KubeadmBootstrapFormatIgnition: {Default: false, PreRelease: featuregate.Alpha},
+	KubeadmBootstrapFormatRaw:      {Default: false, PreRelease: featuregate.Alpha},
+}
+
+var (
+	// MutableGates is the gate set the manager's flags write to.
+	MutableGates featuregate.MutableFeatureGate = featuregate.NewFeatureGate()
+	// Gates is the read-only view the rest of the provider consults.
+	Gates featuregate.FeatureGate = MutableGates
+)
+
+func init() {
+	runtime.Must(MutableGates.Add(defaultGates))
+}

@@ -1,0 +1,35 @@
+package feature
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
+)
+
+func TestGatesDefaultOffAndSettableByFlag(t *testing.T) {
+	for f := range defaultGates {
+		if Gates.Enabled(f) {
+			t.Errorf("%s must be off by default", f)
+		}
+		if EnvVar(f) == "" {
+			t.Errorf("%s has no clusterctl variable", f)
+		}
+	}
+
+	gates := featuregate.NewFeatureGate()
+	if err := gates.Add(defaultGates); err != nil {
+		t.Fatal(err)
+	}
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	gates.AddFlag(fs)
+	if err := fs.Parse([]string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true"}); err != nil {
+		t.Fatal(err)
+	}
+	if !gates.Enabled(KubeadmBootstrapFormatIgnition) || !gates.Enabled(KubeadmBootstrapFormatRaw) {
+		t.Fatal("gates were not enabled by --feature-gates")
+	}
+	if err := fs.Parse([]string{"--feature-gates=NoSuchGate=true"}); err == nil {
+		t.Fatal("unknown gate accepted")
+	}
+}

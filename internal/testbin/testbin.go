@@ -1,0 +1,124 @@
+// Package testbin is the one place tests, end-to-end suites and benchmarks find
+// the tool binaries that hack/tools.sh builds (kube-apiserver, etcd, kubeadm,
+// the Ignition validator, cloud-init). Versions come from versions.env, which
+// the script and the Makefile read too.
+package testbin
+
+import (
+	"bufio"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+//go:embed versions.env
+var versionsEnv string
+
+// Versions are the pinned tool versions from versions.env.
+var Versions = parseVersions(versionsEnv)
+
+func parseVersions(s string) map[string]string {
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok {
+			out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// CacheDir is where hack/tools.sh puts the binaries: $CABPK_TOOLS_CACHE, or
+// $XDG_CACHE_HOME/cabpk-formats/tools, or ~/.cache/cabpk-formats/tools.
+func CacheDir() string {
+	if d := os.Getenv("CABPK_TOOLS_CACHE"); d != "" {
+		return d
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "cabpk-formats", "tools")
+}
+
+// Tool names understood by Path.
+const (
+	KubeAPIServer    = "kube-apiserver"
+	Etcd             = "etcd"
+	Kubeadm          = "kubeadm"
+	IgnitionValidate = "ignition-validate"
+	CloudInit        = "cloud-init"
+	Benchstat        = "benchstat"
+)
+
+func toolPath(name string) (string, error) {
+	v := Versions
+	switch name {
+	case KubeAPIServer, Kubeadm:
+		return filepath.Join(CacheDir(), name, v["KUBERNETES_VERSION"], name), nil
+	case Etcd:
+		return filepath.Join(CacheDir(), name, v["ETCD_VERSION"], name), nil
+	case IgnitionValidate:
+		return filepath.Join(CacheDir(), name, v["IGNITION_VERSION"], name), nil
+	case Benchstat:
+		return filepath.Join(CacheDir(), name, v["BENCHSTAT_VERSION"], name), nil
+	case CloudInit:
+		return exec.LookPath("cloud-init")
+	}
+	return "", fmt.Errorf("unknown tool %q", name)
+}
+
+// Path returns the path of an executable tool, or an error that says how to build it.
+func Path(name string) (string, error) {
+	p, err := toolPath(name)
+	if err != nil && name != CloudInit {
+		return "", err
+	}
+	if err == nil {
+		if st, statErr := os.Stat(p); statErr == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found (looked for %q): run `make tools` (hack/tools.sh) to build it", name, p)
+}
+
+// EnvtestAssets returns the directory holding kube-apiserver and etcd side by
+// side, as controller-runtime's envtest expects (BinaryAssetsDirectory).
+func EnvtestAssets() (string, error) {
+	for _, tool := range []string{KubeAPIServer, Etcd} {
+		if _, err := Path(tool); err != nil {
+			return "", err
+		}
+	}
+	dir := filepath.Join(CacheDir(), "envtest", Versions["KUBERNETES_VERSION"]+"-"+Versions["ETCD_VERSION"])
+	if _, err := os.Stat(filepath.Join(dir, KubeAPIServer)); err != nil {
+		return "", fmt.Errorf("envtest assets missing in %s: run `make tools`", dir)
+	}
+	return dir, nil
+}
+
+// TB is the part of testing.TB this package needs.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// MustPath is Path for tests: it fails the test when the tool is missing.
+// Tests fail rather than skip so that a machine without the tools cannot
+// report a green run that checked nothing.
+func MustPath(t TB, name string) string {
+	t.Helper()
+	p, err := Path(name)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return p
+}
