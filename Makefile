@@ -70,3 +70,10 @@ build: ## Build the manager and render binaries into bin/.
 test: tools verify-generate ## Build tools, check generated files, vet and run every test.
 	go vet ./...
 	go test -count=1 ./...
+
+##@ Run
+
+.PHONY: run
+run: ## Start a local API server with the CRDs and run the manager against it (Ctrl-C stops).
+	hack/tools.sh envtest
+	go run ./hack/runlocal $(ARGS)

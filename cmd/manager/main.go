@@ -4,176 +4,17 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"net/http"
 	"os"
-	"time"
 
-	"github.com/spf13/pflag"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	cliflag "k8s.io/component-base/cli/flag"
-	"k8s.io/component-base/logs"
-	logsv1 "k8s.io/component-base/logs/api/v1"
-	_ "k8s.io/component-base/logs/json/register" // enables --logging-format=json
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	capiflags "sigs.k8s.io/cluster-api/util/flags"
-
-	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/manager"
 )
 
-const leaderElectionID = "kubeadm-bootstrap-formats-manager-leader-election"
-
-// options are the manager's command-line settings.
-type options struct {
-	leaderElect         bool
-	leaderElectionLease time.Duration
-	leaderElectionRenew time.Duration
-	leaderElectionRetry time.Duration
-	leaderElectionNS    string
-	watchNamespace      string
-	healthAddr          string
-	profilerAddr        string
-	syncPeriod          time.Duration
-	restQPS             float32
-	restBurst           int
-	webhookPort         int
-	webhookCertDir      string
-	webhookCertName     string
-	webhookKeyName      string
-	manager             capiflags.ManagerOptions
-	logs                *logs.Options
-}
-
-func (o *options) addFlags(fs *pflag.FlagSet) {
-	logsv1.AddFlags(o.logs, fs)
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
-	fs.DurationVar(&o.leaderElectionLease, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over an unrenewed lease.")
-	fs.DurationVar(&o.leaderElectionRenew, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew its lease.")
-	fs.DurationVar(&o.leaderElectionRetry, "leader-elect-retry-period", 2*time.Second, "How long to wait between leader-election attempts.")
-	fs.StringVar(&o.leaderElectionNS, "leader-elect-namespace", "", "Namespace of the leader-election lease (default: the pod's namespace).")
-	fs.StringVar(&o.watchNamespace, "namespace", "", "Only watch this namespace (default: all namespaces).")
-	fs.StringVar(&o.healthAddr, "health-addr", ":9440", "Address the /healthz and /readyz endpoints bind to.")
-	fs.StringVar(&o.profilerAddr, "profiler-address", "", "Address to serve pprof on (disabled when empty), e.g. localhost:6060.")
-	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "Minimum interval between full resyncs of watched objects.")
-	fs.Float32Var(&o.restQPS, "kube-api-qps", 100, "Queries per second allowed towards the management cluster's API server.")
-	fs.IntVar(&o.restBurst, "kube-api-burst", 200, "Burst of queries allowed towards the management cluster's API server.")
-	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
-	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/", "Directory holding the webhook serving certificate and key.")
-	fs.StringVar(&o.webhookCertName, "webhook-cert-name", "tls.crt", "File name of the webhook serving certificate.")
-	fs.StringVar(&o.webhookKeyName, "webhook-key-name", "tls.key", "File name of the webhook serving key.")
-	capiflags.AddManagerOptions(fs, &o.manager)
-	feature.MutableGates.AddFlag(fs)
-}
-
-func newScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme,
-		apiextensionsv1.AddToScheme,
-		clusterv1.AddToScheme,
-		bootstrapv1.AddToScheme,
-	} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
-	}
-	return scheme, nil
-}
-
 func main() {
-	if err := run(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
+	if err := manager.Run(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-func run(ctx context.Context, args []string) error {
-	opts := &options{logs: logs.NewOptions()}
-	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
-	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
-	opts.addFlags(fs)
-	fs.AddGoFlagSet(flag.CommandLine)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := logsv1.ValidateAndApply(opts.logs, nil); err != nil {
-		return fmt.Errorf("invalid logging flags: %w", err)
-	}
-	ctrl.SetLogger(klog.Background())
-	log := ctrl.Log.WithName("setup")
-
-	scheme, err := newScheme()
-	if err != nil {
-		return err
-	}
-	restConfig, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	restConfig.QPS = opts.restQPS
-	restConfig.Burst = opts.restBurst
-	restConfig.UserAgent = "cabpk-formats-manager"
-
-	tlsOpts, metricsOpts, err := capiflags.GetManagerOptions(opts.manager)
-	if err != nil {
-		return fmt.Errorf("invalid flags: %w", err)
-	}
-
-	cacheOpts := cache.Options{SyncPeriod: &opts.syncPeriod}
-	if opts.watchNamespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.watchNamespace: {}}
-	}
-
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                     scheme,
-		LeaderElection:             opts.leaderElect,
-		LeaderElectionID:           leaderElectionID,
-		LeaderElectionNamespace:    opts.leaderElectionNS,
-		LeaderElectionResourceLock: resourcelock.LeasesResourceLock,
-		LeaseDuration:              &opts.leaderElectionLease,
-		RenewDeadline:              &opts.leaderElectionRenew,
-		RetryPeriod:                &opts.leaderElectionRetry,
-		HealthProbeBindAddress:     opts.healthAddr,
-		PprofBindAddress:           opts.profilerAddr,
-		Metrics:                    *metricsOpts,
-		Cache:                      cacheOpts,
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Port:     opts.webhookPort,
-			CertDir:  opts.webhookCertDir,
-			CertName: opts.webhookCertName,
-			KeyName:  opts.webhookKeyName,
-			TLSOpts:  tlsOpts,
-		}),
-	})
-	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
-	}
-
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	// Ready once the informer caches have synced: the manager can then serve.
-	if err := mgr.AddReadyzCheck("cache-sync", func(req *http.Request) error {
-		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
-			return fmt.Errorf("caches not synced")
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-
-	log.Info("starting manager")
-	return mgr.Start(ctx)
 }

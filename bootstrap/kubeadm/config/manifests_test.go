@@ -1,0 +1,144 @@
+// Package config holds the provider's kustomize manifests; this test builds
+// them the way a release would and checks what clusterctl and Cluster API rely on.
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/drone/envsubst/v2"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/manager"
+)
+
+func build(t *testing.T, dir string) resmap.ResMap {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	return m
+}
+
+func TestDefaultManifests(t *testing.T) {
+	m := build(t, "default")
+
+	kinds := map[string]int{}
+	for _, r := range m.Resources() {
+		kinds[r.GetKind()]++
+		if ns := r.GetNamespace(); r.GetKind() != "Namespace" && r.GetKind() != "CustomResourceDefinition" &&
+			!strings.HasPrefix(r.GetKind(), "Cluster") && ns != "capi-kubeadm-bootstrap-system" {
+			t.Errorf("%s/%s is in namespace %q", r.GetKind(), r.GetName(), ns)
+		}
+		if r.GetLabels()["cluster.x-k8s.io/provider"] != "bootstrap-kubeadm" {
+			t.Errorf("%s/%s lacks the provider label", r.GetKind(), r.GetName())
+		}
+	}
+	for kind, want := range map[string]int{"CustomResourceDefinition": 2, "Deployment": 1, "ClusterRole": 1, "Certificate": 1, "Issuer": 1, "Service": 1} {
+		if kinds[kind] != want {
+			t.Errorf("%d %s, want %d", kinds[kind], kind, want)
+		}
+	}
+
+	for _, r := range m.Resources() {
+		switch r.GetKind() {
+		case "CustomResourceDefinition":
+			labels := r.GetLabels()
+			if labels["cluster.x-k8s.io/v1beta2"] != "v1beta2" || labels["cluster.x-k8s.io/v1beta1"] != "v1beta1" {
+				t.Errorf("CRD %s lacks the contract labels: %v", r.GetName(), labels)
+			}
+		case "Certificate":
+			names, _ := r.GetSlice("spec.dnsNames")
+			if len(names) != 2 || names[0] != "capi-kubeadm-bootstrap-webhook-service.capi-kubeadm-bootstrap-system.svc" {
+				t.Errorf("certificate DNS names not filled in from the Service: %v", names)
+			}
+		case "Deployment":
+			checkManagerArgs(t, r.MustYaml())
+		}
+	}
+}
+
+// checkManagerArgs substitutes the clusterctl variables with their defaults
+// (and with the gates switched on) and parses the result with the manager's
+// own flag set, so a manifest can never pass a flag the binary lacks.
+func checkManagerArgs(t *testing.T, deployment string) {
+	t.Helper()
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Name string
+						Args []string
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(deployment), &d); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == "manager" {
+			args = c.Args
+		}
+	}
+	joined := strings.Join(args, " ")
+	for _, v := range []string{"${EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION:=false}", "${EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW:=false}"} {
+		if !strings.Contains(joined, v) {
+			t.Errorf("manager args lack %s: %v", v, args)
+		}
+	}
+	for name, env := range map[string]map[string]string{
+		"defaults": {},
+		"gates on": {"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW": "true"},
+	} {
+		var substituted []string
+		for _, a := range args {
+			s, err := envsubst.Eval(a, func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			substituted = append(substituted, s)
+		}
+		if _, err := manager.ParseFlags(substituted); err != nil {
+			t.Errorf("%s: manager rejects its manifest's args %v: %v", name, substituted, err)
+		}
+		if name == "gates on" && !strings.Contains(strings.Join(substituted, " "), "KubeadmBootstrapFormatRaw=true") {
+			t.Errorf("EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW does not reach the gate: %v", substituted)
+		}
+	}
+}
+
+func TestMetadataYAML(t *testing.T) {
+	data, err := os.ReadFile("../../../metadata.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md struct {
+		APIVersion    string `json:"apiVersion"`
+		Kind          string `json:"kind"`
+		ReleaseSeries []struct {
+			Major, Minor int
+			Contract     string
+		} `json:"releaseSeries"`
+	}
+	if err := yaml.UnmarshalStrict(data, &md); err != nil {
+		t.Fatal(err)
+	}
+	if md.Kind != "Metadata" || md.APIVersion != "clusterctl.cluster.x-k8s.io/v1alpha3" || len(md.ReleaseSeries) == 0 {
+		t.Fatalf("not a clusterctl metadata file: %+v", md)
+	}
+	for _, s := range md.ReleaseSeries {
+		if s.Contract != "v1beta2" {
+			t.Errorf("release %d.%d declares contract %s, want v1beta2", s.Major, s.Minor, s.Contract)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+// Command runlocal starts a throwaway management-cluster API server (the
+// kube-apiserver and etcd that hack/tools.sh builds) with this provider's CRDs
+// installed, and runs the manager against it until interrupted. It is what
+// `make run` does, so the provider can be tried on a machine with no cluster.
+//
+//	go run ./hack/runlocal [manager flags...]
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/manager"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "runlocal: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	assets, err := testbin.EnvtestAssets()
+	if err != nil {
+		return err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join("bootstrap", "kubeadm", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	if _, err := env.Start(); err != nil {
+		return fmt.Errorf("starting the local API server: %w", err)
+	}
+	defer func() { _ = env.Stop() }()
+
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "cabpk-formats-runlocal-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	fmt.Printf("local API server running; try: KUBECONFIG=%s kubectl get kubeadmconfigs -A\n", path)
+	fmt.Println("manager health: http://127.0.0.1:9440/healthz  readiness: http://127.0.0.1:9440/readyz  (Ctrl-C stops)")
+
+	args := append([]string{
+		"--kubeconfig=" + path,
+		"--health-addr=127.0.0.1:9440",
+		"--diagnostics-address=127.0.0.1:8443",
+		"--insecure-diagnostics",
+	}, os.Args[1:]...)
+	return manager.Run(ctrl.SetupSignalHandler(), args)
+}
