@@ -1,0 +1,193 @@
+// Package cloudinit renders a bootstrap plan as cloud-init user data
+// (#cloud-config). The document is built from typed values and marshalled,
+// never pasted together from text templates.
+package cloudinit
+
+import (
+	"fmt"
+	"strconv"
+
+	"sigs.k8s.io/yaml"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+)
+
+// Header starts the user data. The jinja line lets kubeadm configuration use
+// cloud-init instance data (e.g. {{ ds.meta_data.local_hostname }} as the
+// node name), as with upstream's provider.
+const Header = "## template: jinja\n#cloud-config\n"
+
+// placeholderPath exists to create /run/cluster-api through write_files, which
+// also works where `mkdir -p` does not (Windows images).
+const placeholderPath = plan.SentinelDir + "/placeholder"
+
+// Config is the subset of cloud-config this provider writes.
+type Config struct {
+	WriteFiles []WriteFile           `json:"write_files,omitempty"`
+	BootCmd    []string              `json:"bootcmd,omitempty"`
+	RunCmd     []string              `json:"runcmd,omitempty"`
+	Users      []User                `json:"users,omitempty"`
+	NTP        *NTP                  `json:"ntp,omitempty"`
+	DiskSetup  map[string]DiskLayout `json:"disk_setup,omitempty"`
+	FSSetup    []FSSetup             `json:"fs_setup,omitempty"`
+	Mounts     [][]string            `json:"mounts,omitempty"`
+}
+
+// WriteFile is a write_files entry.
+type WriteFile struct {
+	Path        string `json:"path"`
+	Encoding    string `json:"encoding,omitempty"`
+	Owner       string `json:"owner,omitempty"`
+	Permissions string `json:"permissions,omitempty"`
+	Append      bool   `json:"append,omitempty"`
+	Content     string `json:"content"`
+}
+
+// User is a users entry.
+type User struct {
+	Name              string   `json:"name"`
+	Passwd            string   `json:"passwd,omitempty"`
+	Gecos             string   `json:"gecos,omitempty"`
+	Groups            string   `json:"groups,omitempty"`
+	HomeDir           string   `json:"homedir,omitempty"`
+	Inactive          string   `json:"inactive,omitempty"`
+	LockPasswd        *bool    `json:"lock_passwd,omitempty"`
+	Shell             string   `json:"shell,omitempty"`
+	PrimaryGroup      string   `json:"primary_group,omitempty"`
+	Sudo              string   `json:"sudo,omitempty"`
+	SSHAuthorizedKeys []string `json:"ssh_authorized_keys,omitempty"`
+}
+
+// NTP is the ntp module's configuration.
+type NTP struct {
+	Enabled *bool    `json:"enabled,omitempty"`
+	Servers []string `json:"servers,omitempty"`
+}
+
+// DiskLayout is one device of disk_setup.
+type DiskLayout struct {
+	TableType string `json:"table_type,omitempty"`
+	// Layout is true/false or a list of partitions (percentages, or
+	// [percentage, partition type] pairs).
+	Layout    any   `json:"layout"`
+	Overwrite *bool `json:"overwrite,omitempty"`
+}
+
+// FSSetup is an fs_setup entry.
+type FSSetup struct {
+	Label      string   `json:"label,omitempty"`
+	Filesystem string   `json:"filesystem"`
+	Device     string   `json:"device"`
+	Partition  string   `json:"partition,omitempty"`
+	Overwrite  *bool    `json:"overwrite,omitempty"`
+	ReplaceFS  string   `json:"replace_fs,omitempty"`
+	ExtraOpts  []string `json:"extra_opts,omitempty"`
+}
+
+// Render returns the #cloud-config user data for p.
+func Render(p *plan.Plan) ([]byte, error) {
+	c, err := Build(p)
+	if err != nil {
+		return nil, err
+	}
+	body, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("marshalling cloud-config: %w", err)
+	}
+	return append([]byte(Header), body...), nil
+}
+
+// Build translates the plan into the cloud-config structure.
+func Build(p *plan.Plan) (*Config, error) {
+	c := &Config{BootCmd: p.BootCommands}
+
+	configPath := p.DefaultConfigPath()
+	for _, f := range p.Files {
+		c.WriteFiles = append(c.WriteFiles, WriteFile{
+			Path: f.Path, Encoding: string(f.Encoding), Owner: f.Owner, Permissions: f.Permissions,
+			Append: f.Append, Content: f.Content,
+		})
+	}
+	c.WriteFiles = append(c.WriteFiles,
+		WriteFile{Path: configPath, Owner: "root:root", Permissions: "0640", Content: p.Kubeadm.ConfigYAML()},
+		WriteFile{Path: placeholderPath, Owner: "root:root", Permissions: "0640",
+			Content: "Creates " + plan.SentinelDir + " for the bootstrap success sentinel."},
+	)
+
+	c.RunCmd = append(c.RunCmd, p.PreKubeadmCommands...)
+	c.RunCmd = append(c.RunCmd, p.KubeadmCommand(configPath)+" && "+plan.SentinelCommand())
+	c.RunCmd = append(c.RunCmd, p.PostKubeadmCommands...)
+
+	for _, u := range p.Users {
+		cu := User{
+			Name: u.Name, Passwd: u.Passwd, Gecos: u.Gecos, Groups: u.Groups, HomeDir: u.HomeDir,
+			LockPasswd: u.LockPassword, Shell: u.Shell, PrimaryGroup: u.PrimaryGroup, Sudo: u.Sudo,
+			SSHAuthorizedKeys: u.SSHAuthorizedKeys,
+		}
+		if u.Inactive != nil && *u.Inactive {
+			// cloud-init takes the days until the account expires; 0 disables it now.
+			cu.Inactive = "0"
+		}
+		c.Users = append(c.Users, cu)
+	}
+
+	if p.NTP != nil {
+		c.NTP = &NTP{Enabled: p.NTP.Enabled, Servers: p.NTP.Servers}
+	}
+
+	for i, part := range p.Partitions {
+		if c.DiskSetup == nil {
+			c.DiskSetup = map[string]DiskLayout{}
+		}
+		if _, dup := c.DiskSetup[part.Device]; dup {
+			return nil, fmt.Errorf("spec.diskSetup.partitions[%d]: device %q is listed twice", i, part.Device)
+		}
+		d := DiskLayout{TableType: part.TableType, Overwrite: part.Overwrite, Layout: part.Layout != nil && *part.Layout}
+		if len(part.DiskLayout) > 0 {
+			layout := make([]any, 0, len(part.DiskLayout))
+			for _, spec := range part.DiskLayout {
+				if spec.PartitionType == "" {
+					layout = append(layout, spec.Percentage)
+					continue
+				}
+				layout = append(layout, []any{spec.Percentage, partitionTypeCode(spec.PartitionType)})
+			}
+			d.Layout = layout
+		}
+		c.DiskSetup[part.Device] = d
+	}
+	for _, fs := range p.Filesystems {
+		c.FSSetup = append(c.FSSetup, FSSetup{
+			Label: fs.Label, Filesystem: fs.Filesystem, Device: fs.Device, Partition: fs.Partition,
+			Overwrite: fs.Overwrite, ReplaceFS: fs.ReplaceFS, ExtraOpts: fs.ExtraOpts,
+		})
+	}
+	for _, m := range p.Mounts {
+		c.Mounts = append(c.Mounts, []string(m))
+	}
+	return c, nil
+}
+
+// partitionTypeCode maps the API's partition type names to the MBR type codes
+// cloud-init passes to sfdisk; GUIDs pass through. Numeric codes are emitted
+// as numbers, as cloud-init's schema expects.
+func partitionTypeCode(t string) any {
+	code := map[string]string{
+		upstreambootstrapv1.PartitionTypeLinux:         "83",
+		upstreambootstrapv1.PartitionTypeLinuxSwap:     "82",
+		upstreambootstrapv1.PartitionTypeLinuxRAID:     "fd",
+		upstreambootstrapv1.PartitionTypeLVM:           "8e",
+		upstreambootstrapv1.PartitionTypeFat32:         "0c",
+		upstreambootstrapv1.PartitionTypeNTFS:          "07",
+		upstreambootstrapv1.PartitionTypeLinuxExtended: "85",
+	}[t]
+	if code == "" {
+		return t
+	}
+	if n, err := strconv.Atoi(code); err == nil {
+		return n
+	}
+	return code
+}

@@ -1,0 +1,290 @@
+// Package ignition renders a bootstrap plan as an Ignition v3 config for
+// Flatcar Container Linux: files as data URLs, a oneshot kubeadm unit that
+// runs the pre-commands, kubeadm, the sentinel and the post-commands, users
+// with sudo drop-ins, timesyncd for NTP, and disks, filesystems and mount
+// units. Extra configuration in Butane is translated and merged.
+package ignition
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/coreos/go-systemd/v22/unit"
+	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+	"github.com/vincent-petithory/dataurl"
+	"k8s.io/utils/ptr"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+)
+
+const (
+	// SpecVersion is the Ignition spec this renderer emits: the newest that
+	// Butane's stable Flatcar variant (flatcar 1.1.0) targets.
+	SpecVersion = "3.4.0"
+
+	// ConfigPath is where kubeadm's configuration goes. Ignition runs before
+	// /run is mounted, so the upstream /run/kubeadm paths would be hidden.
+	ConfigPath = "/etc/kubeadm.yml"
+	// ScriptPath is the script the kubeadm unit runs.
+	ScriptPath = "/etc/kubeadm.sh"
+	// DoneMarker makes the unit run once: it is written right after kubeadm succeeds.
+	DoneMarker = "/etc/kubeadm.done"
+	// UnitName is the oneshot unit that bootstraps the node.
+	UnitName = "kubeadm.service"
+
+	timesyncdDropin = "/etc/systemd/timesyncd.conf.d/10-cluster-api.conf"
+	timesyncdUnit   = "systemd-timesyncd.service"
+)
+
+// Render returns the Ignition JSON for p.
+func Render(p *plan.Plan) ([]byte, error) {
+	cfg, err := Build(p)
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("marshalling Ignition config: %w", err)
+	}
+	// Parse our own output with Ignition's parser so an invalid config is an
+	// error here, not a machine that never boots.
+	if _, report, err := ignconfig.Parse(out); err != nil {
+		return nil, fmt.Errorf("generated Ignition config is invalid: %w: %s", err, report.String())
+	}
+	return out, nil
+}
+
+// Build translates the plan into an Ignition config, with any additional
+// Butane or Container Linux Config merged in.
+func Build(p *plan.Plan) (*types.Config, error) {
+	if len(p.BootCommands) > 0 {
+		return nil, fmt.Errorf("spec.bootCommands: the ignition format has no stage that runs before the system boots; use preKubeadmCommands")
+	}
+	cfg := types.Config{Ignition: types.Ignition{Version: SpecVersion}}
+
+	for _, f := range p.Files {
+		file, err := fileFor(f)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Storage.Files = append(cfg.Storage.Files, file)
+	}
+	cfg.Storage.Files = append(cfg.Storage.Files,
+		inlineFile(ConfigPath, 0o600, p.Kubeadm.ConfigYAML()),
+		inlineFile(ScriptPath, 0o700, script(p)),
+	)
+
+	if err := addUsers(&cfg, p); err != nil {
+		return nil, err
+	}
+	addNTP(&cfg, p)
+	mountPoints, err := addStorage(&cfg, p)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{
+		Name: UnitName, Enabled: ptr.To(true), Contents: ptr.To(kubeadmUnit(mountPoints)),
+	})
+
+	return mergeAdditional(cfg, p)
+}
+
+func script(p *plan.Plan) string {
+	var b strings.Builder
+	b.WriteString("#!/bin/bash\nset -e\n")
+	for _, c := range p.PreKubeadmCommands {
+		b.WriteString(c + "\n")
+	}
+	b.WriteString(p.KubeadmCommand(ConfigPath) + "\n")
+	b.WriteString("mkdir -p " + plan.SentinelDir + " && " + plan.SentinelCommand() + "\n")
+	b.WriteString("touch " + DoneMarker + "\n")
+	for _, c := range p.PostKubeadmCommands {
+		b.WriteString(c + "\n")
+	}
+	return b.String()
+}
+
+func kubeadmUnit(mountPoints []string) string {
+	var b strings.Builder
+	b.WriteString("[Unit]\nDescription=Bootstrap this node with kubeadm (Cluster API)\n")
+	b.WriteString("Wants=network-online.target\nAfter=network-online.target\n")
+	b.WriteString("ConditionPathExists=!" + DoneMarker + "\n")
+	for _, m := range mountPoints {
+		b.WriteString("RequiresMountsFor=" + m + "\n")
+	}
+	b.WriteString("\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/bash " + ScriptPath + "\n")
+	b.WriteString("\n[Install]\nWantedBy=multi-user.target\n")
+	return b.String()
+}
+
+func dataURL(b []byte) *string {
+	return ptr.To(dataurl.New(b, "text/plain").String())
+}
+
+func inlineFile(path string, mode int, content string) types.File {
+	return types.File{
+		Node:          types.Node{Path: path, Overwrite: ptr.To(true)},
+		FileEmbedded1: types.FileEmbedded1{Mode: ptr.To(mode), Contents: types.Resource{Source: dataURL([]byte(content))}},
+	}
+}
+
+func fileFor(f plan.File) (types.File, error) {
+	if !strings.HasPrefix(f.Path, "/") {
+		return types.File{}, fmt.Errorf("%s: path %q must be absolute", f.Source, f.Path)
+	}
+	content, err := f.Bytes()
+	if err != nil {
+		return types.File{}, err
+	}
+	out := types.File{Node: types.Node{Path: f.Path}}
+	mode, ok, err := f.Mode()
+	if err != nil {
+		return types.File{}, err
+	}
+	if ok {
+		out.Mode = ptr.To(mode)
+	}
+	if user, group := f.OwnerParts(); user != "" || group != "" {
+		if user != "" {
+			out.User = types.NodeUser{Name: ptr.To(user)}
+		}
+		if group != "" {
+			out.Group = types.NodeGroup{Name: ptr.To(group)}
+		}
+	}
+	if f.Append {
+		out.Append = []types.Resource{{Source: dataURL(content)}}
+	} else {
+		out.Overwrite = ptr.To(true)
+		out.Contents = types.Resource{Source: dataURL(content)}
+	}
+	return out, nil
+}
+
+func addUsers(cfg *types.Config, p *plan.Plan) error {
+	for i, u := range p.Users {
+		if u.Inactive != nil && *u.Inactive {
+			return fmt.Errorf("spec.users[%d].inactive: Ignition cannot create inactive users", i)
+		}
+		pu := types.PasswdUser{Name: u.Name}
+		if u.Gecos != "" {
+			pu.Gecos = ptr.To(u.Gecos)
+		}
+		if u.HomeDir != "" {
+			pu.HomeDir = ptr.To(u.HomeDir)
+		}
+		if u.Shell != "" {
+			pu.Shell = ptr.To(u.Shell)
+		}
+		if u.PrimaryGroup != "" {
+			pu.PrimaryGroup = ptr.To(u.PrimaryGroup)
+		}
+		// A locked password is one Ignition never sets.
+		if u.Passwd != "" && !ptr.Deref(u.LockPassword, false) {
+			pu.PasswordHash = ptr.To(u.Passwd)
+		}
+		for _, g := range strings.Split(u.Groups, ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				pu.Groups = append(pu.Groups, types.Group(g))
+			}
+		}
+		for _, k := range u.SSHAuthorizedKeys {
+			pu.SSHAuthorizedKeys = append(pu.SSHAuthorizedKeys, types.SSHAuthorizedKey(k))
+		}
+		cfg.Passwd.Users = append(cfg.Passwd.Users, pu)
+		if u.Sudo != "" {
+			cfg.Storage.Files = append(cfg.Storage.Files, inlineFile("/etc/sudoers.d/"+u.Name, 0o440, u.Name+" "+u.Sudo+"\n"))
+		}
+	}
+	return nil
+}
+
+func addNTP(cfg *types.Config, p *plan.Plan) {
+	if p.NTP == nil {
+		return
+	}
+	if len(p.NTP.Servers) > 0 {
+		cfg.Storage.Files = append(cfg.Storage.Files,
+			inlineFile(timesyncdDropin, 0o644, "[Time]\nNTP="+strings.Join(p.NTP.Servers, " ")+"\n"))
+	}
+	if p.NTP.Enabled != nil {
+		cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{Name: timesyncdUnit, Enabled: ptr.To(*p.NTP.Enabled)})
+	}
+}
+
+// addStorage adds disks, filesystems and one mount unit per spec.mounts entry
+// (fields as in fstab: what, where, type, options); it returns the mount points.
+func addStorage(cfg *types.Config, p *plan.Plan) ([]string, error) {
+	for i, part := range p.Partitions {
+		path := fmt.Sprintf("spec.diskSetup.partitions[%d]", i)
+		if part.TableType != "" && part.TableType != "gpt" {
+			return nil, fmt.Errorf("%s.tableType: Ignition only creates gpt partition tables", path)
+		}
+		if len(part.DiskLayout) > 0 {
+			return nil, fmt.Errorf("%s.diskLayout: Ignition sizes partitions in MiB, not in percentages of the disk", path)
+		}
+		d := types.Disk{Device: part.Device, WipeTable: part.Overwrite}
+		if ptr.Deref(part.Layout, false) {
+			d.Partitions = []types.Partition{{Number: 1}} // one partition over the whole disk
+		}
+		cfg.Storage.Disks = append(cfg.Storage.Disks, d)
+	}
+	labels := map[string]string{}
+	for i, fs := range p.Filesystems {
+		path := fmt.Sprintf("spec.diskSetup.filesystems[%d]", i)
+		if fs.Partition != "" {
+			return nil, fmt.Errorf("%s.partition: not supported by Ignition; name the partition device instead", path)
+		}
+		if fs.ReplaceFS != "" {
+			return nil, fmt.Errorf("%s.replaceFS: not supported by Ignition", path)
+		}
+		f := types.Filesystem{Device: fs.Device, Format: ptr.To(fs.Filesystem), WipeFilesystem: fs.Overwrite}
+		if fs.Label != "" {
+			f.Label = ptr.To(fs.Label)
+			labels[fs.Label] = fs.Device
+		}
+		for _, o := range fs.ExtraOpts {
+			f.Options = append(f.Options, types.FilesystemOption(o))
+		}
+		cfg.Storage.Filesystems = append(cfg.Storage.Filesystems, f)
+	}
+
+	var mountPoints []string
+	for i, m := range p.Mounts {
+		if len(m) < 2 {
+			return nil, fmt.Errorf("spec.mounts[%d]: needs at least a device and a mount point", i)
+		}
+		what, where := m[0], m[1]
+		if !strings.HasPrefix(where, "/") {
+			return nil, fmt.Errorf("spec.mounts[%d]: mount point %q must be absolute", i, where)
+		}
+		switch {
+		case strings.HasPrefix(what, "LABEL="):
+			what = "/dev/disk/by-label/" + strings.TrimPrefix(what, "LABEL=")
+		case strings.HasPrefix(what, "UUID="):
+			what = "/dev/disk/by-uuid/" + strings.TrimPrefix(what, "UUID=")
+		case labels[what] != "":
+			what = "/dev/disk/by-label/" + what
+		}
+		var b strings.Builder
+		b.WriteString("[Unit]\nDescription=Mount " + where + " (Cluster API)\nBefore=" + UnitName + "\n\n[Mount]\n")
+		b.WriteString("What=" + what + "\nWhere=" + where + "\n")
+		if len(m) > 2 && m[2] != "" && m[2] != "auto" {
+			b.WriteString("Type=" + m[2] + "\n")
+		}
+		if len(m) > 3 && m[3] != "" && m[3] != "defaults" {
+			b.WriteString("Options=" + m[3] + "\n")
+		}
+		b.WriteString("\n[Install]\nWantedBy=multi-user.target\n")
+		name := unit.UnitNamePathEscape(where) + ".mount"
+		if slices.ContainsFunc(cfg.Systemd.Units, func(u types.Unit) bool { return u.Name == name }) {
+			return nil, fmt.Errorf("spec.mounts[%d]: mount point %q is listed twice", i, where)
+		}
+		cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{Name: name, Enabled: ptr.To(true), Contents: ptr.To(b.String())})
+		mountPoints = append(mountPoints, where)
+	}
+	return mountPoints, nil
+}

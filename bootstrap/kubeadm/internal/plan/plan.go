@@ -1,0 +1,225 @@
+// Package plan computes, once and independently of the output format, what a
+// machine needs to join a cluster with kubeadm: the kubeadm action and its
+// configuration documents, the certificates and files to write, the commands
+// around kubeadm, users, time sync and storage. Every renderer (cloud-init,
+// Ignition, raw) is a translation of a Plan and nothing else; nothing here
+// talks to an API server: the caller resolves secrets through Input.ReadSecret.
+package plan
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/blang/semver/v4"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+)
+
+// Action is what kubeadm does on the machine.
+type Action string
+
+const (
+	// ActionInit initialises the first control-plane machine (`kubeadm init`).
+	ActionInit Action = "init"
+	// ActionJoinControlPlane joins a further control-plane machine (`kubeadm join` with controlPlane).
+	ActionJoinControlPlane Action = "join-control-plane"
+	// ActionJoin joins a worker (`kubeadm join`).
+	ActionJoin Action = "join"
+)
+
+// Actions lists every action.
+var Actions = []Action{ActionInit, ActionJoinControlPlane, ActionJoin}
+
+// IsControlPlane reports whether the machine runs the control plane.
+func (a Action) IsControlPlane() bool { return a == ActionInit || a == ActionJoinControlPlane }
+
+const (
+	// SentinelPath is the file Cluster API's infrastructure providers probe to
+	// learn that kubeadm finished successfully.
+	SentinelPath = "/run/cluster-api/bootstrap-success.complete"
+	// InitConfigPath and JoinConfigPath are where kubeadm's configuration is
+	// written by formats that write it under /run (the upstream locations).
+	InitConfigPath = "/run/kubeadm/kubeadm.yaml"
+	JoinConfigPath = "/run/kubeadm/kubeadm-join-config.yaml"
+)
+
+// Plan is the format-neutral description of one machine's bootstrap.
+type Plan struct {
+	Format            bootstrapv1.Format
+	Action            Action
+	KubernetesVersion semver.Version
+	Kubeadm           Kubeadm
+
+	// Files are written before kubeadm runs: certificates first, then the
+	// discovery kubeconfig (if any), then the user's files, in spec order.
+	// The kubeadm configuration itself is Kubeadm.Documents.
+	Files []File
+
+	BootCommands        []string
+	PreKubeadmCommands  []string
+	PostKubeadmCommands []string
+
+	Users       []User
+	NTP         *upstreambootstrapv1.NTP
+	Partitions  []upstreambootstrapv1.Partition
+	Filesystems []upstreambootstrapv1.Filesystem
+	Mounts      []upstreambootstrapv1.MountPoints
+
+	// Ignition holds additional configuration only the Ignition renderer uses.
+	Ignition bootstrapv1.IgnitionSpec
+}
+
+// Kubeadm is the kubeadm invocation.
+type Kubeadm struct {
+	// APIVersion is the kubeadm configuration API version the documents use,
+	// chosen from the machine's Kubernetes version.
+	APIVersion string
+	// Documents are the kubeadm configuration documents, each a complete YAML
+	// document with apiVersion and kind: ClusterConfiguration and
+	// InitConfiguration for init; JoinConfiguration for joins.
+	Documents []string
+	// Verbosity is kubeadm's --v, when set.
+	Verbosity *int32
+}
+
+// ConfigYAML is the kubeadm configuration as one YAML stream.
+func (k Kubeadm) ConfigYAML() string {
+	var b strings.Builder
+	for _, d := range k.Documents {
+		b.WriteString("---\n")
+		b.WriteString(d)
+		if !strings.HasSuffix(d, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// DefaultConfigPath is where formats that follow upstream's layout write the
+// kubeadm configuration.
+func (p *Plan) DefaultConfigPath() string {
+	if p.Action == ActionInit {
+		return InitConfigPath
+	}
+	return JoinConfigPath
+}
+
+// KubeadmArgs is the kubeadm command line reading its configuration from configPath.
+func (p *Plan) KubeadmArgs(configPath string) []string {
+	args := []string{"kubeadm", "init"}
+	if p.Action != ActionInit {
+		args[1] = "join"
+	}
+	args = append(args, "--config", configPath)
+	if p.Kubeadm.Verbosity != nil {
+		args = append(args, "--v", strconv.Itoa(int(*p.Kubeadm.Verbosity)))
+	}
+	return args
+}
+
+// KubeadmCommand is KubeadmArgs as a shell command line.
+func (p *Plan) KubeadmCommand(configPath string) string {
+	return strings.Join(p.KubeadmArgs(configPath), " ")
+}
+
+// SentinelCommand writes the success sentinel. The renderer makes sure the
+// directory exists (how differs per format and OS).
+func SentinelCommand() string {
+	return "echo success > " + SentinelPath
+}
+
+// SentinelDir is the directory of SentinelPath.
+const SentinelDir = "/run/cluster-api"
+
+// FileKind says where a file comes from.
+type FileKind string
+
+const (
+	// FileCertificate is cluster PKI material (CA certificates and keys, service-account keys).
+	FileCertificate FileKind = "certificate"
+	// FileDiscoveryKubeconfig is the kubeconfig kubeadm uses for file-based discovery.
+	FileDiscoveryKubeconfig FileKind = "discovery-kubeconfig"
+	// FileUser is a file from spec.files.
+	FileUser FileKind = "user"
+)
+
+// File is one file to write on the machine.
+type File struct {
+	Kind        FileKind
+	Path        string
+	Owner       string
+	Permissions string
+	// Encoding says how Content is encoded (as in spec.files[].encoding); the
+	// bytes on disk are Bytes().
+	Encoding upstreambootstrapv1.Encoding
+	Content  string
+	Append   bool
+	// Source names where the file came from (a field path such as
+	// spec.files[2]); used in error messages, never the content.
+	Source string
+}
+
+// Bytes returns the file's content as it must appear on disk.
+func (f File) Bytes() ([]byte, error) {
+	switch f.Encoding {
+	case "":
+		return []byte(f.Content), nil
+	case upstreambootstrapv1.Base64:
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(f.Content))
+		if err != nil {
+			return nil, fmt.Errorf("%s: content is not valid base64: %w", f.Source, err)
+		}
+		return b, nil
+	case upstreambootstrapv1.Gzip:
+		return gunzip([]byte(f.Content), f.Source)
+	case upstreambootstrapv1.GzipBase64:
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(f.Content))
+		if err != nil {
+			return nil, fmt.Errorf("%s: content is not valid base64: %w", f.Source, err)
+		}
+		return gunzip(b, f.Source)
+	}
+	return nil, fmt.Errorf("%s: unknown encoding %q", f.Source, f.Encoding)
+}
+
+func gunzip(b []byte, source string) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: content is not valid gzip: %w", source, err)
+	}
+	out, err := io.ReadAll(io.LimitReader(r, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s: content is not valid gzip: %w", source, err)
+	}
+	return out, nil
+}
+
+// Mode parses Permissions (octal, e.g. "0640"); ok is false when unset.
+func (f File) Mode() (mode int, ok bool, err error) {
+	if f.Permissions == "" {
+		return 0, false, nil
+	}
+	m, err := strconv.ParseUint(f.Permissions, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, false, fmt.Errorf("%s: permissions %q are not an octal file mode", f.Source, f.Permissions)
+	}
+	return int(m), true, nil
+}
+
+// OwnerParts splits Owner ("user", "user:group" or ":group").
+func (f File) OwnerParts() (user, group string) {
+	user, group, _ = strings.Cut(f.Owner, ":")
+	return user, group
+}
+
+// User is spec.users[] with passwdFrom resolved into Passwd.
+type User struct {
+	upstreambootstrapv1.User
+}

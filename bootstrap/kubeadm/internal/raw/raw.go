@@ -1,0 +1,100 @@
+// Package raw renders a bootstrap plan as kubeadm's own configuration and
+// nothing else, for agent-based providers whose agent runs kubeadm itself.
+//
+// The bootstrap data has two parts (two keys of the data secret):
+//   - value: the kubeadm configuration stream, accepted as-is by
+//     `kubeadm init --config`, `kubeadm join --config` and `kubeadm config validate`;
+//   - files: a BootstrapFiles document listing the files kubeadm expects to
+//     find before it runs (the cluster PKI on control-plane machines, the
+//     discovery kubeconfig for file discovery). Absent when there are none.
+//
+// The files travel separately because `kubeadm config validate` rejects any
+// document kind it does not know. docs/raw-format.md describes the schema.
+package raw
+
+import (
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+)
+
+const (
+	// FilesKey is the data secret key holding the BootstrapFiles document.
+	FilesKey = "files"
+	// FilesAPIVersion and FilesKind identify the BootstrapFiles document.
+	FilesAPIVersion = "raw.bootstrap.cluster.x-k8s.io/v1alpha1"
+	FilesKind       = "BootstrapFiles"
+)
+
+// FilesDocument lists files an agent writes before running kubeadm.
+type FilesDocument struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Action is the kubeadm action the configuration is for: init, join-control-plane or join.
+	Action string `json:"action"`
+	Files  []File `json:"files"`
+}
+
+// File is one file: its content is text (PEM certificates and keys, kubeconfig).
+type File struct {
+	Path        string `json:"path"`
+	Owner       string `json:"owner,omitempty"`
+	Permissions string `json:"permissions,omitempty"`
+	Content     string `json:"content"`
+}
+
+// Output is the raw bootstrap data.
+type Output struct {
+	// Value is the kubeadm configuration stream.
+	Value []byte
+	// Files is the BootstrapFiles YAML, nil when kubeadm needs no files.
+	Files []byte
+}
+
+// Render returns the raw bootstrap data for p. It refuses plans that carry
+// anything a kubeadm-only document cannot, rather than dropping it.
+func Render(p *plan.Plan) (*Output, error) {
+	if unsupported := unsupportedParts(p); len(unsupported) > 0 {
+		return nil, fmt.Errorf("the raw format carries kubeadm configuration only; the plan also has: %s", strings.Join(unsupported, ", "))
+	}
+	out := &Output{Value: []byte(p.Kubeadm.ConfigYAML())}
+	doc := FilesDocument{APIVersion: FilesAPIVersion, Kind: FilesKind, Action: string(p.Action)}
+	for _, f := range p.Files {
+		doc.Files = append(doc.Files, File{Path: f.Path, Owner: f.Owner, Permissions: f.Permissions, Content: f.Content})
+	}
+	if len(doc.Files) > 0 {
+		b, err := yaml.Marshal(doc)
+		if err != nil {
+			return nil, fmt.Errorf("marshalling %s: %w", FilesKind, err)
+		}
+		out.Files = b
+	}
+	return out, nil
+}
+
+func unsupportedParts(p *plan.Plan) []string {
+	var out []string
+	for _, f := range p.Files {
+		if f.Kind == plan.FileUser {
+			out = append(out, "files ("+f.Source+")")
+		}
+	}
+	add := func(present bool, name string) {
+		if present {
+			out = append(out, name)
+		}
+	}
+	add(len(p.Users) > 0, "users")
+	add(p.NTP != nil, "ntp")
+	add(len(p.Partitions) > 0 || len(p.Filesystems) > 0, "diskSetup")
+	add(len(p.Mounts) > 0, "mounts")
+	add(len(p.BootCommands) > 0, "bootCommands")
+	add(len(p.PreKubeadmCommands) > 0, "preKubeadmCommands")
+	add(len(p.PostKubeadmCommands) > 0, "postKubeadmCommands")
+	add(p.Kubeadm.Verbosity != nil, "verbosity")
+	add(p.Ignition.IsDefined(), "ignition")
+	return out
+}
