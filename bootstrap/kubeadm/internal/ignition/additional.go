@@ -3,8 +3,8 @@ package ignition
 import (
 	"fmt"
 
-	flatcarbutane "github.com/coreos/butane/config/flatcar/v1_1"
 	butanecommon "github.com/coreos/butane/config/common"
+	flatcarbutane "github.com/coreos/butane/config/flatcar/v1_1"
 	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	"github.com/coreos/vcontext/report"
