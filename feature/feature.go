@@ -33,6 +33,16 @@ var envVars = map[featuregate.Feature]string{
 	KubeadmBootstrapFormatRaw:      "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW",
 }
 
+// DefaultGates returns the gate definitions, for tools that keep their own
+// gate instance (the render CLI) rather than the manager's global one.
+func DefaultGates() map[featuregate.Feature]featuregate.FeatureSpec {
+	out := make(map[featuregate.Feature]featuregate.FeatureSpec, len(defaultGates))
+	for k, v := range defaultGates {
+		out[k] = v
+	}
+	return out
+}
+
 var defaultGates = map[featuregate.Feature]featuregate.FeatureSpec{
 	KubeadmBootstrapFormatIgnition: {Default: false, PreRelease: featuregate.Alpha},
 	KubeadmBootstrapFormatRaw:      {Default: false, PreRelease: featuregate.Alpha},

@@ -1,0 +1,346 @@
+// Package rendercli is the offline `render` command: it reads a KubeadmConfig
+// (or KubeadmConfigTemplate) manifest and prints the bootstrap data a machine
+// would receive, without a management cluster. What a cluster would provide
+// (name, endpoint, version, certificates, bootstrap token) comes from flags, a
+// small cluster file, or is generated for the occasion.
+package rendercli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	"k8s.io/component-base/featuregate"
+	"sigs.k8s.io/yaml"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/certs"
+	"sigs.k8s.io/cluster-api/util/secret"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstrapdata"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+)
+
+// ClusterFile is the optional --cluster file: what the Cluster and Machine would provide.
+type ClusterFile struct {
+	Name                 string `json:"name,omitempty"`
+	ControlPlaneEndpoint string `json:"controlPlaneEndpoint,omitempty"`
+	KubernetesVersion    string `json:"kubernetesVersion,omitempty"`
+	ControlPlaneVersion  string `json:"controlPlaneVersion,omitempty"`
+	ServiceDomain        string `json:"serviceDomain,omitempty"`
+	ServiceSubnet        string `json:"serviceSubnet,omitempty"`
+	PodSubnet            string `json:"podSubnet,omitempty"`
+}
+
+type options struct {
+	configFile      string
+	clusterFile     string
+	cluster         ClusterFile
+	action          string
+	certificatesDir string
+	token           string
+	secretsDir      string
+	validate        bool
+	key             string
+	outputDir       string
+}
+
+// Run executes the command with args, writing bootstrap data to stdout and
+// notes to stderr. It returns the process exit code.
+func Run(args []string, stdout, stderr io.Writer) int {
+	if err := run(args, stdout, stderr); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "render: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	var o options
+	gates := featuregate.NewFeatureGate()
+	// The same gate definitions the manager uses, in a private instance.
+	if err := gates.Add(feature.DefaultGates()); err != nil {
+		return err
+	}
+	fs := pflag.NewFlagSet("render", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: render --config FILE [flags]\n\nPrints the bootstrap data a machine would receive for a KubeadmConfig.\n\n%s", fs.FlagUsages())
+	}
+	fs.StringVarP(&o.configFile, "config", "f", "", "KubeadmConfig or KubeadmConfigTemplate manifest (YAML); - for stdin")
+	fs.StringVar(&o.clusterFile, "cluster", "", "YAML file with name, controlPlaneEndpoint, kubernetesVersion, controlPlaneVersion, serviceDomain, serviceSubnet, podSubnet")
+	fs.StringVar(&o.cluster.Name, "cluster-name", "", "cluster name (default: the cluster.x-k8s.io/cluster-name label, else \"cluster\")")
+	fs.StringVar(&o.cluster.ControlPlaneEndpoint, "control-plane-endpoint", "", "control-plane endpoint host:port")
+	fs.StringVar(&o.cluster.KubernetesVersion, "kubernetes-version", "", "the machine's Kubernetes version, e.g. v1.36.3 (required)")
+	fs.StringVar(&o.action, "action", "", "init, join-control-plane or join (default: derived from the spec)")
+	fs.StringVar(&o.certificatesDir, "certificates-dir", "", "directory with the cluster CAs in kubeadm's layout (ca.crt/ca.key, etcd/ca.*, front-proxy-ca.*, sa.*); generated when unset")
+	fs.StringVar(&o.token, "token", "", "bootstrap token for joins; generated when unset")
+	fs.StringVar(&o.secretsDir, "secrets-dir", "", "directory resolving contentFrom/passwdFrom: <dir>/<secret name>/<key>")
+	fs.BoolVar(&o.validate, "validate", false, "run the admission rules on the spec first (the same table the webhooks use)")
+	fs.StringVar(&o.key, "key", bootstrapdata.ValueKey, "which data secret key to print (value, or files for raw control planes)")
+	fs.StringVar(&o.outputDir, "output-dir", "", "write every data secret key to a file in this directory instead of printing one")
+	gates.AddFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.configFile == "" {
+		fs.Usage()
+		return fmt.Errorf("--config is required")
+	}
+
+	in, err := readConfig(o.configFile)
+	if err != nil {
+		return err
+	}
+	spec := in.spec
+	if o.validate {
+		if errs := fieldrules.Validate(spec, gates, in.specPath); len(errs) > 0 {
+			return fmt.Errorf("%s is invalid:\n%s", in.name, formatErrors(errs))
+		}
+	}
+
+	cluster, err := o.clusterInfo(in)
+	if err != nil {
+		return err
+	}
+	action, err := o.resolveAction(spec)
+	if err != nil {
+		return err
+	}
+	certificates, generated, err := o.certificates(spec, action)
+	if err != nil {
+		return err
+	}
+	token := o.token
+	if token == "" {
+		if token, err = bootstraputil.GenerateBootstrapToken(); err != nil {
+			return err
+		}
+	}
+
+	p, err := plan.Build(plan.Input{
+		Spec: spec, Action: action, Cluster: cluster, Certificates: certificates,
+		BootstrapToken: token, ReadSecret: o.readSecret,
+	})
+	if err != nil {
+		return err
+	}
+	data, err := bootstrapdata.Render(p)
+	if err != nil {
+		return err
+	}
+	if generated {
+		fmt.Fprintln(stderr, "render: generated throwaway cluster certificates (use --certificates-dir for your own)")
+	}
+	return o.write(data, stdout, stderr)
+}
+
+func (o *options) write(data *bootstrapdata.Data, stdout, stderr io.Writer) error {
+	keys := data.SecretData()
+	if o.outputDir != "" {
+		if err := os.MkdirAll(o.outputDir, 0o700); err != nil {
+			return err
+		}
+		names := make([]string, 0, len(keys))
+		for k, v := range keys {
+			if err := os.WriteFile(filepath.Join(o.outputDir, k), v, 0o600); err != nil {
+				return err
+			}
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(stderr, "render: wrote %s to %s\n", strings.Join(names, ", "), o.outputDir)
+		return nil
+	}
+	v, ok := keys[o.key]
+	if !ok {
+		return fmt.Errorf("the %s bootstrap data has no key %q", data.Format, o.key)
+	}
+	if _, err := stdout.Write(v); err != nil {
+		return err
+	}
+	if o.key == bootstrapdata.ValueKey {
+		for k := range data.Extra {
+			fmt.Fprintf(stderr, "render: the bootstrap data also has key %q (print it with --key %s, or use --output-dir)\n", k, k)
+		}
+	}
+	return nil
+}
+
+func formatErrors(errs field.ErrorList) string {
+	lines := make([]string, 0, len(errs))
+	for _, e := range errs {
+		lines = append(lines, "  "+e.Error())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// readConfig reads a KubeadmConfig or KubeadmConfigTemplate strictly, so a
+// misspelt field is an error rather than silently ignored.
+func readConfig(path string) (*input, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if meta.APIVersion != bootstrapv1.GroupVersion.String() {
+		return nil, fmt.Errorf("%s: apiVersion %q: want %s", path, meta.APIVersion, bootstrapv1.GroupVersion)
+	}
+	switch meta.Kind {
+	case "KubeadmConfig":
+		var c bootstrapv1.KubeadmConfig
+		if err := yaml.UnmarshalStrict(data, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return &input{name: "KubeadmConfig " + c.Name, spec: &c.Spec, specPath: field.NewPath("spec"), clusterLabel: c.Labels[clusterv1.ClusterNameLabel]}, nil
+	case "KubeadmConfigTemplate":
+		var t bootstrapv1.KubeadmConfigTemplate
+		if err := yaml.UnmarshalStrict(data, &t); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return &input{name: "KubeadmConfigTemplate " + t.Name, spec: &t.Spec.Template.Spec, specPath: field.NewPath("spec", "template", "spec"), clusterLabel: t.Labels[clusterv1.ClusterNameLabel]}, nil
+	}
+	return nil, fmt.Errorf("%s: kind %q: want KubeadmConfig or KubeadmConfigTemplate", path, meta.Kind)
+}
+
+// input is the manifest read by readConfig.
+type input struct {
+	name         string
+	spec         *bootstrapv1.KubeadmConfigSpec
+	specPath     *field.Path
+	clusterLabel string
+}
+
+func (o *options) clusterInfo(in *input) (plan.Cluster, error) {
+	c := ClusterFile{}
+	if o.clusterFile != "" {
+		data, err := os.ReadFile(o.clusterFile)
+		if err != nil {
+			return plan.Cluster{}, err
+		}
+		if err := yaml.UnmarshalStrict(data, &c); err != nil {
+			return plan.Cluster{}, fmt.Errorf("%s: %w", o.clusterFile, err)
+		}
+	}
+	// Flags override the file.
+	for _, kv := range []struct {
+		dst *string
+		src string
+	}{
+		{&c.Name, o.cluster.Name}, {&c.ControlPlaneEndpoint, o.cluster.ControlPlaneEndpoint},
+		{&c.KubernetesVersion, o.cluster.KubernetesVersion},
+	} {
+		if kv.src != "" {
+			*kv.dst = kv.src
+		}
+	}
+	if c.Name == "" {
+		c.Name = in.clusterLabel
+	}
+	if c.Name == "" {
+		c.Name = "cluster"
+	}
+	if c.KubernetesVersion == "" {
+		return plan.Cluster{}, fmt.Errorf("the machine's Kubernetes version is required: --kubernetes-version or kubernetesVersion in --cluster")
+	}
+	return plan.Cluster{
+		Name: c.Name, ControlPlaneEndpoint: c.ControlPlaneEndpoint, KubernetesVersion: c.KubernetesVersion,
+		ControlPlaneVersion: c.ControlPlaneVersion, ServiceDomain: c.ServiceDomain, ServiceSubnet: c.ServiceSubnet, PodSubnet: c.PodSubnet,
+	}, nil
+}
+
+// resolveAction derives the action the way Cluster API's controllers decide
+// it: a join configuration with controlPlane joins a control plane, any other
+// join configuration joins a worker, otherwise the machine initialises.
+func (o *options) resolveAction(spec *bootstrapv1.KubeadmConfigSpec) (plan.Action, error) {
+	if o.action != "" {
+		for _, a := range plan.Actions {
+			if string(a) == o.action {
+				return a, nil
+			}
+		}
+		return "", fmt.Errorf("--action %q: must be one of init, join-control-plane, join", o.action)
+	}
+	switch {
+	case spec.JoinConfiguration.ControlPlane != nil:
+		return plan.ActionJoinControlPlane, nil
+	case spec.JoinConfiguration.IsDefined():
+		return plan.ActionJoin, nil
+	default:
+		return plan.ActionInit, nil
+	}
+}
+
+func (o *options) certificates(spec *bootstrapv1.KubeadmConfigSpec, action plan.Action) (secret.Certificates, bool, error) {
+	var c secret.Certificates
+	switch action {
+	case plan.ActionInit:
+		c = secret.NewCertificatesForInitialControlPlane(&spec.ClusterConfiguration)
+	case plan.ActionJoinControlPlane:
+		c = secret.NewControlPlaneJoinCerts(&spec.ClusterConfiguration)
+	default:
+		c = secret.NewCertificatesForWorker("")
+	}
+	if o.certificatesDir == "" {
+		return c, true, c.Generate()
+	}
+	// Read from kubeadm's layout under --certificates-dir, whatever paths the
+	// spec will write them to on the machine.
+	layout := secret.NewCertificatesForInitialControlPlane(nil)
+	for _, cert := range c {
+		if cert.External {
+			continue
+		}
+		ref := layout.GetByPurpose(cert.Purpose)
+		if ref == nil {
+			continue
+		}
+		kp := &certs.KeyPair{}
+		var err error
+		if kp.Cert, err = os.ReadFile(filepath.Join(o.certificatesDir, strings.TrimPrefix(ref.CertFile, secret.DefaultCertificatesDir))); err != nil {
+			return nil, false, fmt.Errorf("reading %s certificate: %w", cert.Purpose, err)
+		}
+		if action.IsControlPlane() {
+			if kp.Key, err = os.ReadFile(filepath.Join(o.certificatesDir, strings.TrimPrefix(ref.KeyFile, secret.DefaultCertificatesDir))); err != nil {
+				return nil, false, fmt.Errorf("reading %s key: %w", cert.Purpose, err)
+			}
+		}
+		cert.KeyPair = kp
+	}
+	return c, false, nil
+}
+
+func (o *options) readSecret(ref plan.SecretRef) ([]byte, error) {
+	if o.secretsDir == "" {
+		return nil, fmt.Errorf("secret %s is referenced: pass --secrets-dir", ref.Name)
+	}
+	if strings.ContainsAny(ref.Name, "/\\") || strings.ContainsAny(ref.Key, "/\\") || ref.Name == ".." || ref.Key == ".." {
+		return nil, fmt.Errorf("invalid secret reference")
+	}
+	return os.ReadFile(filepath.Join(o.secretsDir, ref.Name, ref.Key))
+}

@@ -1,0 +1,66 @@
+// Package butane translates Butane documents (Flatcar variant) to Ignition
+// configs with Butane's own translator, so that the Ignition renderer and
+// admission (which must reject a document that does not translate) agree.
+package butane
+
+import (
+	"fmt"
+
+	butanecommon "github.com/coreos/butane/config/common"
+	flatcarbutane "github.com/coreos/butane/config/flatcar/v1_1"
+	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+	"github.com/coreos/vcontext/report"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// Variant and Version are the Butane dialect additional configuration is
+	// read as: Flatcar's stable Butane variant, which translates to Ignition 3.4.
+	Variant = "flatcar"
+	Version = "1.1.0"
+)
+
+// Translate translates a Butane document (variant flatcar) to an
+// Ignition config. variant and version may be omitted; other variants or
+// versions are refused because their output would not merge into ours. With
+// strict, any warning is an error. Errors are Butane's own messages.
+func Translate(doc string, strict bool) (types.Config, error) {
+	var header struct {
+		Variant string `json:"variant"`
+		Version string `json:"version"`
+	}
+	if err := yaml.Unmarshal([]byte(doc), &header); err != nil {
+		return types.Config{}, fmt.Errorf("not valid YAML: %w", err)
+	}
+	switch {
+	case header.Variant == "" && header.Version == "":
+		doc = "variant: " + Variant + "\nversion: " + Version + "\n" + doc
+	case header.Variant != Variant || header.Version != Version:
+		return types.Config{}, fmt.Errorf("variant %q version %q is not supported: use variant %q version %q (or omit both)",
+			header.Variant, header.Version, Variant, Version)
+	}
+	out, r, err := flatcarbutane.ToIgn3_4Bytes([]byte(doc), butanecommon.TranslateBytesOptions{})
+	if err != nil {
+		if len(r.Entries) > 0 {
+			return types.Config{}, fmt.Errorf("%v: %s", err, trimReport(r))
+		}
+		return types.Config{}, err
+	}
+	if strict && len(r.Entries) > 0 {
+		return types.Config{}, fmt.Errorf("strict mode: %s", trimReport(r))
+	}
+	cfg, pr, err := ignconfig.Parse(out)
+	if err != nil {
+		return types.Config{}, fmt.Errorf("translated config is invalid: %v: %s", err, trimReport(pr))
+	}
+	return cfg, nil
+}
+
+func trimReport(r report.Report) string {
+	s := r.String()
+	for len(s) > 0 && s[len(s)-1] == '\n' {
+		s = s[:len(s)-1]
+	}
+	return s
+}

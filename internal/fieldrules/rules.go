@@ -1,0 +1,304 @@
+// Package fieldrules is the one table that decides, per bootstrap format,
+// which KubeadmConfig spec fields are supported, restricted or rejected. The
+// admission webhooks, `render --validate` and docs/formats.md all read it.
+package fieldrules
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+)
+
+// Verdict is how a format treats a field.
+type Verdict string
+
+const (
+	// Supported fields take effect.
+	Supported Verdict = "supported"
+	// Restricted fields take effect, but some values are rejected.
+	Restricted Verdict = "restricted"
+	// Rejected fields have no effect in the format and are refused when set.
+	Rejected Verdict = "rejected"
+)
+
+// Treatment is a format's verdict on a field, with the reason shown in docs.
+type Treatment struct {
+	Verdict Verdict
+	Note    string
+}
+
+// Rule is one row of the table.
+type Rule struct {
+	// Field is the path below spec, with [] for list items (e.g. files[].encoding).
+	Field string
+	// Description says what the field does, for the docs.
+	Description string
+	// Formats holds the non-supported treatments; a format not listed supports the field.
+	Formats map[bootstrapv1.Format]Treatment
+	// violations returns the offending occurrences of the field for a format
+	// whose treatment is not Supported.
+	violations func(spec *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList
+	// Example sets the field to a value the restricting formats refuse;
+	// ExamplePath is where that error is reported, relative to spec. Tests use them.
+	Example     func(spec *bootstrapv1.KubeadmConfigSpec)
+	ExamplePath string
+}
+
+// Treatment returns how format treats the rule's field.
+func (r Rule) Treatment(format bootstrapv1.Format) Treatment {
+	if t, ok := r.Formats[format]; ok {
+		return t
+	}
+	return Treatment{Verdict: Supported}
+}
+
+// Messages, kept equal to upstream Cluster API's where upstream has the rule.
+var (
+	rawOnlyKubeadm     = fmt.Sprintf("not supported when spec.format is %q: the raw format carries kubeadm configuration only", bootstrapv1.Raw)
+	cannotUseIgnition  = fmt.Sprintf("not supported when spec.format is set to: %q", bootstrapv1.Ignition)
+	rawNote            = "the raw format carries kubeadm configuration only; the agent that runs kubeadm manages the machine"
+	ignitionNoBootNote = "Ignition has no stage that runs commands before boot; use preKubeadmCommands"
+)
+
+// rawRejected is the treatment of a field only the raw format rejects.
+func rawRejected() map[bootstrapv1.Format]Treatment {
+	return map[bootstrapv1.Format]Treatment{bootstrapv1.Raw: {Verdict: Rejected, Note: rawNote}}
+}
+
+// whole builds a rule for a field rejected as a whole where it is set.
+func whole(name, description string, isSet func(*bootstrapv1.KubeadmConfigSpec) bool, formats map[bootstrapv1.Format]Treatment, example func(*bootstrapv1.KubeadmConfigSpec)) Rule {
+	return Rule{
+		Field: name, Description: description, Formats: formats, Example: example, ExamplePath: name,
+		violations: func(spec *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList {
+			if formats[format].Verdict != Rejected || !isSet(spec) {
+				return nil // restricted wholes are checked by their sub-field rules
+			}
+			msg := rawOnlyKubeadm
+			if format == bootstrapv1.Ignition {
+				msg = cannotUseIgnition
+			}
+			return field.ErrorList{field.Forbidden(base.Child(name), msg)}
+		},
+	}
+}
+
+// Rules is the table, in documentation order.
+var Rules = []Rule{
+	{Field: "clusterConfiguration", Description: "kubeadm ClusterConfiguration (init)"},
+	{Field: "initConfiguration", Description: "kubeadm InitConfiguration (init)"},
+	{Field: "joinConfiguration", Description: "kubeadm JoinConfiguration (join)"},
+	whole("files", "files written before kubeadm runs",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return len(s.Files) > 0 },
+		map[bootstrapv1.Format]Treatment{
+			bootstrapv1.Ignition: {Verdict: Restricted, Note: "see files[].encoding"},
+			bootstrapv1.Raw:      {Verdict: Rejected, Note: rawNote},
+		},
+		func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.Files = []upstreambootstrapv1.File{{Path: "/etc/example", Content: "x"}}
+		}),
+	{
+		Field: "files[].encoding", Description: "encoding of the file content",
+		Formats: map[bootstrapv1.Format]Treatment{
+			bootstrapv1.Ignition: {Verdict: Restricted, Note: "gzip and gzip+base64 are rejected (as upstream)"},
+			bootstrapv1.Raw:      {Verdict: Rejected, Note: "see files"},
+		},
+		violations: func(s *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList {
+			var errs field.ErrorList
+			if format != bootstrapv1.Ignition {
+				return nil // raw rejects files as a whole
+			}
+			for i, f := range s.Files {
+				if f.Encoding == upstreambootstrapv1.Gzip || f.Encoding == upstreambootstrapv1.GzipBase64 {
+					errs = append(errs, field.Forbidden(base.Child("files").Index(i).Child("encoding"), cannotUseIgnition))
+				}
+			}
+			return errs
+		},
+		Example: func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.Files = []upstreambootstrapv1.File{{Path: "/etc/example", Content: "H4sI", Encoding: upstreambootstrapv1.GzipBase64}}
+		},
+		ExamplePath: "files[0].encoding",
+	},
+	whole("diskSetup", "partitions and file systems to create",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return s.DiskSetup.IsDefined() },
+		map[bootstrapv1.Format]Treatment{
+			bootstrapv1.Ignition: {Verdict: Restricted, Note: "see diskSetup.partitions[] and diskSetup.filesystems[]"},
+			bootstrapv1.Raw:      {Verdict: Rejected, Note: rawNote},
+		},
+		func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.DiskSetup = upstreambootstrapv1.DiskSetup{Filesystems: []upstreambootstrapv1.Filesystem{{Device: "/dev/sdb", Filesystem: "ext4"}}}
+		}),
+	{
+		Field: "diskSetup.partitions[].tableType", Description: "partition table type (mbr or gpt)",
+		Formats: map[bootstrapv1.Format]Treatment{
+			bootstrapv1.Ignition: {Verdict: Restricted, Note: "only gpt (as upstream)"},
+			bootstrapv1.Raw:      {Verdict: Rejected, Note: "see diskSetup"},
+		},
+		violations: func(s *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList {
+			var errs field.ErrorList
+			if format != bootstrapv1.Ignition {
+				return nil
+			}
+			for i, p := range s.DiskSetup.Partitions {
+				if p.TableType != "" && p.TableType != "gpt" {
+					errs = append(errs, field.Invalid(base.Child("diskSetup", "partitions").Index(i).Child("tableType"), p.TableType,
+						fmt.Sprintf("only partition type %q is supported when spec.format is set to %q", "gpt", bootstrapv1.Ignition)))
+				}
+			}
+			return errs
+		},
+		Example: func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.DiskSetup = upstreambootstrapv1.DiskSetup{Partitions: []upstreambootstrapv1.Partition{{Device: "/dev/sdb", Layout: ptr.To(true), TableType: "mbr"}}}
+		},
+		ExamplePath: "diskSetup.partitions[0].tableType",
+	},
+	perItemRejectedInIgnition("diskSetup.partitions[].diskLayout", "partition sizes as percentages of the disk",
+		"Ignition sizes partitions in MiB, not in percentages of the disk",
+		func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
+			var out []*field.Path
+			for i, p := range s.DiskSetup.Partitions {
+				if len(p.DiskLayout) > 0 {
+					out = append(out, base.Child("diskSetup", "partitions").Index(i).Child("diskLayout"))
+				}
+			}
+			return out
+		},
+		func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.DiskSetup = upstreambootstrapv1.DiskSetup{Partitions: []upstreambootstrapv1.Partition{{Device: "/dev/sdb", DiskLayout: []upstreambootstrapv1.PartitionSpec{{Percentage: 50}}}}}
+		}, "diskSetup.partitions[0].diskLayout"),
+	perItemRejectedInIgnition("diskSetup.filesystems[].partition", "partition of the device to format",
+		"not supported (as upstream); name the partition device instead",
+		func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
+			var out []*field.Path
+			for i, fs := range s.DiskSetup.Filesystems {
+				if fs.Partition != "" {
+					out = append(out, base.Child("diskSetup", "filesystems").Index(i).Child("partition"))
+				}
+			}
+			return out
+		},
+		func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.DiskSetup = upstreambootstrapv1.DiskSetup{Filesystems: []upstreambootstrapv1.Filesystem{{Device: "/dev/sdb", Filesystem: "ext4", Partition: "auto"}}}
+		}, "diskSetup.filesystems[0].partition"),
+	perItemRejectedInIgnition("diskSetup.filesystems[].replaceFS", "file system to replace (Azure)",
+		"not supported (as upstream)",
+		func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
+			var out []*field.Path
+			for i, fs := range s.DiskSetup.Filesystems {
+				if fs.ReplaceFS != "" {
+					out = append(out, base.Child("diskSetup", "filesystems").Index(i).Child("replaceFS"))
+				}
+			}
+			return out
+		},
+		func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.DiskSetup = upstreambootstrapv1.DiskSetup{Filesystems: []upstreambootstrapv1.Filesystem{{Device: "/dev/sdb", Filesystem: "ntfs", ReplaceFS: "ntfs"}}}
+		}, "diskSetup.filesystems[0].replaceFS"),
+	whole("mounts", "mount points to set up",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return len(s.Mounts) > 0 }, rawRejected(),
+		func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.Mounts = []upstreambootstrapv1.MountPoints{{"LABEL=data", "/data"}}
+		}),
+	whole("bootCommands", "commands run early on every boot",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return s.BootCommands != nil },
+		map[bootstrapv1.Format]Treatment{
+			bootstrapv1.Ignition: {Verdict: Rejected, Note: ignitionNoBootNote},
+			bootstrapv1.Raw:      {Verdict: Rejected, Note: rawNote},
+		},
+		func(s *bootstrapv1.KubeadmConfigSpec) { s.BootCommands = []string{"echo boot"} }),
+	whole("preKubeadmCommands", "commands run before kubeadm",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return len(s.PreKubeadmCommands) > 0 }, rawRejected(),
+		func(s *bootstrapv1.KubeadmConfigSpec) { s.PreKubeadmCommands = []string{"echo pre"} }),
+	whole("postKubeadmCommands", "commands run after kubeadm",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return len(s.PostKubeadmCommands) > 0 }, rawRejected(),
+		func(s *bootstrapv1.KubeadmConfigSpec) { s.PostKubeadmCommands = []string{"echo post"} }),
+	whole("users", "OS users to create",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return len(s.Users) > 0 },
+		map[bootstrapv1.Format]Treatment{
+			bootstrapv1.Ignition: {Verdict: Restricted, Note: "see users[].inactive"},
+			bootstrapv1.Raw:      {Verdict: Rejected, Note: rawNote},
+		},
+		func(s *bootstrapv1.KubeadmConfigSpec) { s.Users = []upstreambootstrapv1.User{{Name: "ops"}} }),
+	perItemRejectedInIgnition("users[].inactive", "create the user inactive",
+		"Ignition cannot create inactive users (as upstream); false is accepted",
+		func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
+			var out []*field.Path
+			for i, u := range s.Users {
+				if ptr.Deref(u.Inactive, false) {
+					out = append(out, base.Child("users").Index(i).Child("inactive"))
+				}
+			}
+			return out
+		},
+		func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.Users = []upstreambootstrapv1.User{{Name: "ops", Inactive: ptr.To(true)}}
+		}, "users[0].inactive"),
+	whole("ntp", "time synchronisation (ignition: systemd-timesyncd)",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return s.NTP.IsDefined() }, rawRejected(),
+		func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.NTP = upstreambootstrapv1.NTP{Servers: []string{"time.example.com"}}
+		}),
+	whole("verbosity", "kubeadm's --v",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return s.Verbosity != nil },
+		map[bootstrapv1.Format]Treatment{bootstrapv1.Raw: {Verdict: Rejected, Note: "the agent chooses how to run kubeadm"}},
+		func(s *bootstrapv1.KubeadmConfigSpec) { s.Verbosity = ptr.To[int32](5) }),
+	{
+		Field: "ignition", Description: "Ignition-only settings: containerLinuxConfig or butane (mutually exclusive)",
+		Formats: map[bootstrapv1.Format]Treatment{
+			bootstrapv1.CloudConfig: {Verdict: Rejected, Note: "needs format: ignition (as upstream, reported on spec.format)"},
+			bootstrapv1.Raw:         {Verdict: Rejected, Note: rawNote},
+		},
+		violations: func(s *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList {
+			if !s.Ignition.IsDefined() {
+				return nil
+			}
+			if format == bootstrapv1.Raw {
+				return field.ErrorList{field.Forbidden(base.Child("ignition"), rawOnlyKubeadm)}
+			}
+			return field.ErrorList{field.Invalid(base.Child("format"), s.Format,
+				fmt.Sprintf("must be set to %q if spec.ignition is set", bootstrapv1.Ignition))}
+		},
+		Example: func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.Ignition = bootstrapv1.IgnitionSpec{Butane: bootstrapv1.ButaneConfig{AdditionalConfig: "storage: {}\n"}}
+		},
+		ExamplePath: "format",
+	},
+}
+
+func perItemRejectedInIgnition(name, description, note string, occurrences func(*bootstrapv1.KubeadmConfigSpec, *field.Path) []*field.Path, example func(*bootstrapv1.KubeadmConfigSpec), examplePath string) Rule {
+	return Rule{
+		Field: name, Description: description, Example: example, ExamplePath: examplePath,
+		Formats: map[bootstrapv1.Format]Treatment{
+			bootstrapv1.Ignition: {Verdict: Rejected, Note: note},
+			bootstrapv1.Raw:      {Verdict: Rejected, Note: "see its parent field"},
+		},
+		violations: func(s *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList {
+			if format != bootstrapv1.Ignition {
+				return nil // raw rejects the parent field as a whole
+			}
+			var errs field.ErrorList
+			for _, p := range occurrences(s, base) {
+				errs = append(errs, field.Forbidden(p, cannotUseIgnition))
+			}
+			return errs
+		},
+	}
+}
+
+// CheckFormatFields applies the table to spec for its format.
+func CheckFormatFields(spec *bootstrapv1.KubeadmConfigSpec, base *field.Path) field.ErrorList {
+	format := spec.EffectiveFormat()
+	var errs field.ErrorList
+	for _, r := range Rules {
+		if r.Treatment(format).Verdict == Supported || r.violations == nil {
+			continue
+		}
+		errs = append(errs, r.violations(spec, format, base)...)
+	}
+	return errs
+}

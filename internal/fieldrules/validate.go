@@ -1,0 +1,77 @@
+package fieldrules
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-base/featuregate"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	upstreamadmission "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks/admission"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
+)
+
+// formatGates maps the gated formats to their feature gate.
+var formatGates = map[bootstrapv1.Format]featuregate.Feature{
+	bootstrapv1.Ignition: feature.KubeadmBootstrapFormatIgnition,
+	bootstrapv1.Raw:      feature.KubeadmBootstrapFormatRaw,
+}
+
+// Validate checks a KubeadmConfig spec found at base (spec, or
+// spec.template.spec for templates) and returns every problem at once.
+func Validate(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate, base *field.Path) field.ErrorList {
+	errs := validateCommon(spec, base)
+
+	format := spec.EffectiveFormat()
+	if gate, gated := formatGates[format]; gated && !gates.Enabled(gate) {
+		errs = append(errs, field.Forbidden(base.Child("format"), fmt.Sprintf(
+			"format %q can be set only if the %s feature gate is enabled (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
+			format, gate, gate, feature.EnvVar(gate))))
+		return errs
+	}
+
+	errs = append(errs, CheckFormatFields(spec, base)...)
+	if format == bootstrapv1.Ignition {
+		errs = append(errs, validateIgnitionSpec(&spec.Ignition, base.Child("ignition"))...)
+	}
+	return errs
+}
+
+// validateCommon applies the checks upstream Cluster API makes for every
+// format (file and user sources, unique file paths, disk layout sums,
+// discovery kubeconfig users), by running upstream's own validation on the
+// format-independent part of the spec.
+func validateCommon(spec *bootstrapv1.KubeadmConfigSpec, base *field.Path) field.ErrorList {
+	common := upstreambootstrapv1.KubeadmConfigSpec{
+		ClusterConfiguration: spec.ClusterConfiguration,
+		InitConfiguration:    spec.InitConfiguration,
+		JoinConfiguration:    spec.JoinConfiguration,
+		Files:                spec.Files,
+		DiskSetup:            spec.DiskSetup,
+		Mounts:               spec.Mounts,
+		BootCommands:         spec.BootCommands,
+		PreKubeadmCommands:   spec.PreKubeadmCommands,
+		PostKubeadmCommands:  spec.PostKubeadmCommands,
+		Users:                spec.Users,
+		NTP:                  spec.NTP,
+		Verbosity:            spec.Verbosity,
+		// Format and Ignition stay empty: this package owns the format rules.
+	}
+	return upstreamadmission.Validate(&common, false, base)
+}
+
+func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) field.ErrorList {
+	if ign.ContainerLinuxConfig.IsDefined() && ign.Butane.IsDefined() {
+		return field.ErrorList{field.Forbidden(path.Child("butane"), "containerLinuxConfig and butane are mutually exclusive: set one")}
+	}
+	if b := ign.Butane; b.AdditionalConfig != "" {
+		strict := b.Strict != nil && *b.Strict
+		if _, err := butane.Translate(b.AdditionalConfig, strict); err != nil {
+			return field.ErrorList{field.Invalid(path.Child("butane", "additionalConfig"), "<butane document>", err.Error())}
+		}
+	}
+	return nil
+}
