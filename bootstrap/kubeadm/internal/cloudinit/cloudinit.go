@@ -80,7 +80,7 @@ type FSSetup struct {
 	Label      string   `json:"label,omitempty"`
 	Filesystem string   `json:"filesystem"`
 	Device     string   `json:"device"`
-	Partition  string   `json:"partition,omitempty"`
+	Partition  any      `json:"partition,omitempty"`
 	Overwrite  *bool    `json:"overwrite,omitempty"`
 	ReplaceFS  string   `json:"replace_fs,omitempty"`
 	ExtraOpts  []string `json:"extra_opts,omitempty"`
@@ -159,10 +159,19 @@ func Build(p *plan.Plan) (*Config, error) {
 		c.DiskSetup[part.Device] = d
 	}
 	for _, fs := range p.Filesystems {
-		c.FSSetup = append(c.FSSetup, FSSetup{
-			Label: fs.Label, Filesystem: fs.Filesystem, Device: fs.Device, Partition: fs.Partition,
+		entry := FSSetup{
+			Label: fs.Label, Filesystem: fs.Filesystem, Device: fs.Device,
 			Overwrite: fs.Overwrite, ReplaceFS: fs.ReplaceFS, ExtraOpts: fs.ExtraOpts,
-		})
+		}
+		if fs.Partition != "" {
+			// cloud-init wants a partition number as a number, keywords as strings.
+			if n, err := strconv.Atoi(fs.Partition); err == nil {
+				entry.Partition = n
+			} else {
+				entry.Partition = fs.Partition
+			}
+		}
+		c.FSSetup = append(c.FSSetup, entry)
 	}
 	for _, m := range p.Mounts {
 		c.Mounts = append(c.Mounts, []string(m))

@@ -1,0 +1,305 @@
+package bootstrapdata_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vincent-petithory/dataurl"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-base/featuregate"
+	"sigs.k8s.io/yaml"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstrapdata"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/ignition"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/raw"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden from the current renderers")
+
+type goldenCase struct {
+	name   string
+	format bootstrapv1.Format
+	action plan.Action
+	spec   *bootstrapv1.KubeadmConfigSpec
+}
+
+func goldenCases() []goldenCase {
+	var cases []goldenCase
+	for _, format := range bootstrapv1.Formats {
+		for _, action := range plan.Actions {
+			cases = append(cases, goldenCase{fmt.Sprintf("%s-%s-minimal", format, action), format, action, plantest.Base(format, action)})
+			if format != bootstrapv1.Raw {
+				cases = append(cases, goldenCase{fmt.Sprintf("%s-%s-full", format, action), format, action, plantest.Full(format, action)})
+			}
+		}
+		for _, f := range plantest.Features {
+			for _, action := range []plan.Action{plan.ActionJoin, plan.ActionJoinControlPlane} {
+				if !f.Applies(format, action) || (action == plan.ActionJoinControlPlane && f.Name != "file-discovery") {
+					continue
+				}
+				s := plantest.Base(format, action)
+				f.Apply(s)
+				cases = append(cases, goldenCase{fmt.Sprintf("%s-%s-%s", format, action, f.Name), format, action, s})
+			}
+		}
+	}
+	return cases
+}
+
+func allGatesOn(t testing.TB) featuregate.FeatureGate {
+	gates := featuregate.NewFeatureGate()
+	if err := gates.Add(feature.DefaultGates()); err != nil {
+		t.Fatal(err)
+	}
+	if err := gates.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): true, string(feature.KubeadmBootstrapFormatRaw): true}); err != nil {
+		t.Fatal(err)
+	}
+	return gates
+}
+
+func render(t testing.TB, spec *bootstrapv1.KubeadmConfigSpec, action plan.Action) (*plan.Plan, *bootstrapdata.Data) {
+	t.Helper()
+	p, err := plan.Build(plantest.Input(spec, action))
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	d, err := bootstrapdata.Render(p)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return p, d
+}
+
+// parse turns one data secret key into a structure to compare: YAML and
+// JSON documents are decoded, so formatting differences do not matter.
+func parse(t testing.TB, format bootstrapv1.Format, key string, b []byte) any {
+	t.Helper()
+	var docs []any
+	text := string(b)
+	switch {
+	case key == bootstrapdata.ValueKey && format == bootstrapv1.Ignition:
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("ignition output is not JSON: %v", err)
+		}
+		return v
+	case key == bootstrapdata.ValueKey && format == bootstrapv1.CloudConfig:
+		header, body, _ := strings.Cut(text, "#cloud-config\n")
+		docs = append(docs, header+"#cloud-config")
+		text = body
+	case key == bootstrapdata.FormatKey:
+		return text
+	}
+	for _, doc := range strings.Split(text, "\n---\n") {
+		var v any
+		if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
+			t.Fatalf("%s %s is not YAML: %v", format, key, err)
+		}
+		if v != nil {
+			docs = append(docs, v)
+		}
+	}
+	return docs
+}
+
+// kubeadmConfigIn extracts the kubeadm configuration a format delivers, so it
+// can be checked against the plan and by kubeadm itself.
+func kubeadmConfigIn(t testing.TB, p *plan.Plan, d *bootstrapdata.Data) []byte {
+	t.Helper()
+	switch d.Format {
+	case bootstrapv1.Raw:
+		return d.Value
+	case bootstrapv1.CloudConfig:
+		var c struct {
+			WriteFiles []struct{ Path, Content string } `json:"write_files"`
+		}
+		if err := yaml.Unmarshal(bytes.TrimPrefix(d.Value, []byte("## template: jinja\n")), &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range c.WriteFiles {
+			if f.Path == p.DefaultConfigPath() {
+				return []byte(f.Content)
+			}
+		}
+	case bootstrapv1.Ignition:
+		var c struct {
+			Storage struct {
+				Files []struct {
+					Path     string
+					Contents struct{ Source string }
+				}
+			}
+		}
+		if err := json.Unmarshal(d.Value, &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range c.Storage.Files {
+			if f.Path == ignition.ConfigPath {
+				u, err := dataurl.DecodeString(f.Contents.Source)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return u.Data
+			}
+		}
+	}
+	t.Fatalf("%s output has no kubeadm configuration", d.Format)
+	return nil
+}
+
+// checkWithRealValidators runs the consumers' validators over the output.
+func checkWithRealValidators(t testing.TB, p *plan.Plan, d *bootstrapdata.Data) {
+	t.Helper()
+	switch d.Format {
+	case bootstrapv1.CloudConfig:
+		if err := validators.CloudInit(d.Value); err != nil {
+			t.Error(err)
+		}
+	case bootstrapv1.Ignition:
+		if err := validators.Ignition(d.Value); err != nil {
+			t.Error(err)
+		}
+	}
+	// The machine writes the discovery kubeconfig before kubeadm runs, and
+	// kubeadm's validation looks for it on disk.
+	for _, f := range p.Files {
+		if f.Kind == plan.FileDiscoveryKubeconfig {
+			if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f.Path, []byte(f.Content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	kubeadmConfig := kubeadmConfigIn(t, p, d)
+	if string(kubeadmConfig) != p.Kubeadm.ConfigYAML() {
+		t.Errorf("the %s output does not carry the plan's kubeadm configuration unchanged", d.Format)
+	}
+	if err := validators.Kubeadm(kubeadmConfig); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	gates := allGatesOn(t)
+	dir := filepath.Join("testdata", "golden")
+	seen := map[string]bool{}
+	for _, tc := range goldenCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if errs := fieldrules.Validate(tc.spec, gates, field.NewPath("spec")); len(errs) > 0 {
+				t.Fatalf("the case's spec fails admission: %v", errs.ToAggregate())
+			}
+			p, d := render(t, tc.spec, tc.action)
+			for key, got := range d.SecretData() {
+				file := filepath.Join(dir, tc.name+"."+key)
+				if *update {
+					if err := os.MkdirAll(dir, 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(file, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				want, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatalf("missing golden file (run go test -update): %v", err)
+				}
+				if diff := cmp.Diff(parse(t, tc.format, key, want), parse(t, tc.format, key, got)); diff != "" {
+					t.Errorf("%s differs from %s (-want +got):\n%s", key, file, diff)
+				}
+			}
+			checkWithRealValidators(t, p, d)
+		})
+		seen[tc.name] = true
+	}
+	// Every golden file belongs to a case, so removed cases leave nothing stale.
+	if !*update {
+		entries, _ := os.ReadDir(dir)
+		var stale []string
+		for _, e := range entries {
+			if name := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())); !seen[name] {
+				stale = append(stale, e.Name())
+			}
+		}
+		sort.Strings(stale)
+		if len(stale) > 0 {
+			t.Errorf("golden files without a case: %v", stale)
+		}
+	}
+}
+
+// TestCorpusPassesRealValidators renders a seeded corpus of generated specs in
+// every format and action and has the real consumers validate each output.
+func TestCorpusPassesRealValidators(t *testing.T) {
+	const perFormatAndAction = 24 // 3 formats x 3 actions x 24 = 216 specs
+	gates := allGatesOn(t)
+	r := rand.New(rand.NewPCG(42, 2026))
+	n := 0
+	for _, format := range bootstrapv1.Formats {
+		for _, action := range plan.Actions {
+			for i := range perFormatAndAction {
+				spec := plantest.Random(r, format, action)
+				name := fmt.Sprintf("%s-%s-%03d", format, action, i)
+				n++
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					if errs := fieldrules.Validate(spec, gates, field.NewPath("spec")); len(errs) > 0 {
+						t.Fatalf("generated spec fails admission: %v", errs.ToAggregate())
+					}
+					p, d := render(t, spec, action)
+					checkWithRealValidators(t, p, d)
+				})
+			}
+		}
+	}
+	if n < 200 {
+		t.Fatalf("corpus has %d specs, want at least 200", n)
+	}
+}
+
+func TestRawFilesDocument(t *testing.T) {
+	for _, action := range plan.Actions {
+		_, d := render(t, plantest.Base(bootstrapv1.Raw, action), action)
+		files, ok := d.Extra[raw.FilesKey]
+		if action == plan.ActionJoin {
+			if ok {
+				t.Errorf("a worker join needs no files, got %s", files)
+			}
+			continue
+		}
+		var doc raw.FilesDocument
+		if err := yaml.UnmarshalStrict(files, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Kind != raw.FilesKind || doc.APIVersion != raw.FilesAPIVersion || doc.Action != string(action) {
+			t.Errorf("unexpected header %+v", doc)
+		}
+		paths := map[string]bool{}
+		for _, f := range doc.Files {
+			paths[f.Path] = true
+		}
+		for _, want := range []string{"/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/ca.key", "/etc/kubernetes/pki/etcd/ca.key", "/etc/kubernetes/pki/front-proxy-ca.key", "/etc/kubernetes/pki/sa.key", "/etc/kubernetes/pki/sa.pub"} {
+			if !paths[want] {
+				t.Errorf("%s: files document lacks %s", action, want)
+			}
+		}
+	}
+}
