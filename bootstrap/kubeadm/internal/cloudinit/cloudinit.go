@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
@@ -25,65 +25,65 @@ const placeholderPath = plan.SentinelDir + "/placeholder"
 
 // Config is the subset of cloud-config this provider writes.
 type Config struct {
-	WriteFiles []WriteFile           `json:"write_files,omitempty"`
-	BootCmd    []string              `json:"bootcmd,omitempty"`
-	RunCmd     []string              `json:"runcmd,omitempty"`
-	Users      []User                `json:"users,omitempty"`
-	NTP        *NTP                  `json:"ntp,omitempty"`
-	DiskSetup  map[string]DiskLayout `json:"disk_setup,omitempty"`
-	FSSetup    []FSSetup             `json:"fs_setup,omitempty"`
-	Mounts     [][]string            `json:"mounts,omitempty"`
+	WriteFiles []WriteFile           `json:"write_files,omitempty" yaml:"write_files,omitempty"`
+	BootCmd    []string              `json:"bootcmd,omitempty" yaml:"bootcmd,omitempty"`
+	RunCmd     []string              `json:"runcmd,omitempty" yaml:"runcmd,omitempty"`
+	Users      []User                `json:"users,omitempty" yaml:"users,omitempty"`
+	NTP        *NTP                  `json:"ntp,omitempty" yaml:"ntp,omitempty"`
+	DiskSetup  map[string]DiskLayout `json:"disk_setup,omitempty" yaml:"disk_setup,omitempty"`
+	FSSetup    []FSSetup             `json:"fs_setup,omitempty" yaml:"fs_setup,omitempty"`
+	Mounts     [][]string            `json:"mounts,omitempty" yaml:"mounts,omitempty"`
 }
 
 // WriteFile is a write_files entry.
 type WriteFile struct {
-	Path        string `json:"path"`
-	Encoding    string `json:"encoding,omitempty"`
-	Owner       string `json:"owner,omitempty"`
-	Permissions string `json:"permissions,omitempty"`
-	Append      bool   `json:"append,omitempty"`
-	Content     string `json:"content"`
+	Path        string `json:"path" yaml:"path"`
+	Encoding    string `json:"encoding,omitempty" yaml:"encoding,omitempty"`
+	Owner       string `json:"owner,omitempty" yaml:"owner,omitempty"`
+	Permissions string `json:"permissions,omitempty" yaml:"permissions,omitempty"`
+	Append      bool   `json:"append,omitempty" yaml:"append,omitempty"`
+	Content     string `json:"content" yaml:"content"`
 }
 
 // User is a users entry.
 type User struct {
-	Name              string   `json:"name"`
-	Passwd            string   `json:"passwd,omitempty"`
-	Gecos             string   `json:"gecos,omitempty"`
-	Groups            string   `json:"groups,omitempty"`
-	HomeDir           string   `json:"homedir,omitempty"`
-	Inactive          string   `json:"inactive,omitempty"`
-	LockPasswd        *bool    `json:"lock_passwd,omitempty"`
-	Shell             string   `json:"shell,omitempty"`
-	PrimaryGroup      string   `json:"primary_group,omitempty"`
-	Sudo              string   `json:"sudo,omitempty"`
-	SSHAuthorizedKeys []string `json:"ssh_authorized_keys,omitempty"`
+	Name              string   `json:"name" yaml:"name"`
+	Passwd            string   `json:"passwd,omitempty" yaml:"passwd,omitempty"`
+	Gecos             string   `json:"gecos,omitempty" yaml:"gecos,omitempty"`
+	Groups            string   `json:"groups,omitempty" yaml:"groups,omitempty"`
+	HomeDir           string   `json:"homedir,omitempty" yaml:"homedir,omitempty"`
+	Inactive          string   `json:"inactive,omitempty" yaml:"inactive,omitempty"`
+	LockPasswd        *bool    `json:"lock_passwd,omitempty" yaml:"lock_passwd,omitempty"`
+	Shell             string   `json:"shell,omitempty" yaml:"shell,omitempty"`
+	PrimaryGroup      string   `json:"primary_group,omitempty" yaml:"primary_group,omitempty"`
+	Sudo              string   `json:"sudo,omitempty" yaml:"sudo,omitempty"`
+	SSHAuthorizedKeys []string `json:"ssh_authorized_keys,omitempty" yaml:"ssh_authorized_keys,omitempty"`
 }
 
 // NTP is the ntp module's configuration.
 type NTP struct {
-	Enabled *bool    `json:"enabled,omitempty"`
-	Servers []string `json:"servers,omitempty"`
+	Enabled *bool    `json:"enabled,omitempty" yaml:"enabled,omitempty"`
+	Servers []string `json:"servers,omitempty" yaml:"servers,omitempty"`
 }
 
 // DiskLayout is one device of disk_setup.
 type DiskLayout struct {
-	TableType string `json:"table_type,omitempty"`
+	TableType string `json:"table_type,omitempty" yaml:"table_type,omitempty"`
 	// Layout is true/false or a list of partitions (percentages, or
 	// [percentage, partition type] pairs).
-	Layout    any   `json:"layout"`
-	Overwrite *bool `json:"overwrite,omitempty"`
+	Layout    any   `json:"layout" yaml:"layout"`
+	Overwrite *bool `json:"overwrite,omitempty" yaml:"overwrite,omitempty"`
 }
 
 // FSSetup is an fs_setup entry.
 type FSSetup struct {
-	Label      string   `json:"label,omitempty"`
-	Filesystem string   `json:"filesystem"`
-	Device     string   `json:"device"`
-	Partition  any      `json:"partition,omitempty"`
-	Overwrite  *bool    `json:"overwrite,omitempty"`
-	ReplaceFS  string   `json:"replace_fs,omitempty"`
-	ExtraOpts  []string `json:"extra_opts,omitempty"`
+	Label      string   `json:"label,omitempty" yaml:"label,omitempty"`
+	Filesystem string   `json:"filesystem" yaml:"filesystem"`
+	Device     string   `json:"device" yaml:"device"`
+	Partition  any      `json:"partition,omitempty" yaml:"partition,omitempty"`
+	Overwrite  *bool    `json:"overwrite,omitempty" yaml:"overwrite,omitempty"`
+	ReplaceFS  string   `json:"replace_fs,omitempty" yaml:"replace_fs,omitempty"`
+	ExtraOpts  []string `json:"extra_opts,omitempty" yaml:"extra_opts,omitempty"`
 }
 
 // Render returns the #cloud-config user data for p.
@@ -92,6 +92,9 @@ func Render(p *plan.Plan) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// go.yaml.in/yaml/v3 marshals the typed value directly (sigs.k8s.io/yaml
+	// would round-trip through JSON, which costs more than rendering itself)
+	// and writes multi-line content as literal blocks.
 	body, err := yaml.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("marshalling cloud-config: %w", err)

@@ -165,7 +165,7 @@ var Features = []Feature{
 	{Name: "disk-setup", Formats: []bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition}, Apply: func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.DiskSetup = upstreambootstrapv1.DiskSetup{
 			Partitions:  []upstreambootstrapv1.Partition{{Device: "/dev/sdb", Layout: ptr.To(true), Overwrite: ptr.To(false), TableType: "gpt"}},
-			Filesystems: []upstreambootstrapv1.Filesystem{{Device: "/dev/sdb1", Filesystem: "ext4", Label: "etcd_disk", ExtraOpts: []string{"-F", "-E", "lazy_itable_init=1"}}},
+			Filesystems: []upstreambootstrapv1.Filesystem{{Device: "/dev/sdb1", Filesystem: "ext4", Label: "etcd_disk", Overwrite: ptr.To(false), ExtraOpts: []string{"-F", "-E", "lazy_itable_init=1"}}},
 		}
 		if s.Format == bootstrapv1.CloudConfig {
 			s.DiskSetup.Partitions = append(s.DiskSetup.Partitions, upstreambootstrapv1.Partition{
