@@ -1,0 +1,163 @@
+package ignition_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+	"github.com/vincent-petithory/dataurl"
+	"k8s.io/utils/ptr"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/ignition"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
+)
+
+func build(t *testing.T, spec *bootstrapv1.KubeadmConfigSpec, action plan.Action) (*types.Config, error) {
+	t.Helper()
+	p, err := plan.Build(plantest.Input(spec, action))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ignition.Build(p)
+}
+
+func fileContent(t *testing.T, c *types.Config, path string) (types.File, string) {
+	t.Helper()
+	for _, f := range c.Storage.Files {
+		if f.Path == path {
+			src := f.Contents.Source
+			if len(f.Append) > 0 {
+				src = f.Append[0].Source
+			}
+			u, err := dataurl.DecodeString(*src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f, string(u.Data)
+		}
+	}
+	t.Fatalf("no file %s", path)
+	return types.File{}, ""
+}
+
+func TestScriptRunsCommandsAroundKubeadm(t *testing.T) {
+	c, err := build(t, plantest.Full(bootstrapv1.Ignition, plan.ActionJoin), plan.ActionJoin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, script := fileContent(t, c, ignition.ScriptPath)
+	order := []string{"set -e", "swapoff -a", "kubeadm join --config /etc/kubeadm.yml --v 5", "bootstrap-success.complete", "touch /etc/kubeadm.done", "echo done > /tmp/post"}
+	last := -1
+	for _, s := range order {
+		i := strings.Index(script, s)
+		if i <= last {
+			t.Fatalf("%q out of order in:\n%s", s, script)
+		}
+		last = i
+	}
+	var unit string
+	for _, u := range c.Systemd.Units {
+		if u.Name == ignition.UnitName {
+			unit = *u.Contents
+		}
+	}
+	for _, want := range []string{"Type=oneshot", "ConditionPathExists=!/etc/kubeadm.done", "RequiresMountsFor=/var/lib/etcddisk", "WantedBy=multi-user.target"} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("kubeadm unit lacks %q:\n%s", want, unit)
+		}
+	}
+}
+
+func TestFilesUsersAndTimesync(t *testing.T) {
+	c, err := build(t, plantest.Full(bootstrapv1.Ignition, plan.ActionJoin), plan.ActionJoin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, content := fileContent(t, c, "/etc/base64.conf")
+	if content != "hello base64\n" || *f.Mode != 0o600 || !*f.Overwrite {
+		t.Errorf("base64 file: %q mode %o", content, *f.Mode)
+	}
+	f, content = fileContent(t, c, "/etc/plain.conf")
+	if *f.User.Name != "root" || *f.Group.Name != "root" || content != "plain text\n" {
+		t.Errorf("owner not mapped: %+v", f.Node)
+	}
+	f, _ = fileContent(t, c, "/etc/append.conf")
+	if len(f.Append) != 1 || f.Overwrite != nil {
+		t.Errorf("append file must append, not overwrite: %+v", f)
+	}
+	_, sudo := fileContent(t, c, "/etc/sudoers.d/ops")
+	if sudo != "ops ALL=(ALL) NOPASSWD:ALL\n" {
+		t.Errorf("sudoers drop-in: %q", sudo)
+	}
+	_, ntp := fileContent(t, c, "/etc/systemd/timesyncd.conf.d/10-cluster-api.conf")
+	if ntp != "[Time]\nNTP=0.pool.ntp.org time.example.com\n" {
+		t.Errorf("timesyncd drop-in: %q", ntp)
+	}
+	ops, audit := c.Passwd.Users[0], c.Passwd.Users[1]
+	if ops.PasswordHash == nil || len(ops.Groups) != 2 || *ops.HomeDir != "/home/ops" {
+		t.Errorf("ops user: %+v", ops)
+	}
+	if audit.PasswordHash != nil || *audit.PrimaryGroup != "audit" {
+		t.Errorf("locked user must not get a password: %+v", audit)
+	}
+}
+
+func TestButaneMergesAndUserWins(t *testing.T) {
+	s := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
+	s.Ignition.Butane.AdditionalConfig = "storage:\n  files:\n  - path: /etc/kubeadm.sh\n    overwrite: true\n    contents:\n      inline: custom\n"
+	c, err := build(t, s, plan.ActionJoin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, script := fileContent(t, c, ignition.ScriptPath); script != "custom" {
+		t.Errorf("the user's file must win the merge, got %q", script)
+	}
+}
+
+func TestButaneErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		doc    string
+		strict bool
+		want   string
+	}{
+		"not yaml":      {doc: "storage: [", want: "not valid YAML"},
+		"wrong variant": {doc: "variant: fcos\nversion: 1.5.0\n", want: `variant "fcos"`},
+		"unknown key":   {doc: "storage:\n  filez: []\n", strict: true, want: "strict mode"},
+		"invalid":       {doc: "storage:\n  files:\n  - path: relative\n", want: "absolute"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
+			s.Ignition.Butane = bootstrapv1.ButaneConfig{AdditionalConfig: tc.doc, Strict: ptr.To(tc.strict)}
+			_, err := build(t, s, plan.ActionJoin)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "spec.ignition.butane.additionalConfig") {
+				t.Fatalf("want error with %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestRefusesWhatIgnitionCannotExpress(t *testing.T) {
+	for name, mutate := range map[string]func(*bootstrapv1.KubeadmConfigSpec){
+		"spec.bootCommands": func(s *bootstrapv1.KubeadmConfigSpec) { s.BootCommands = []string{"x"} },
+		"spec.users[0].inactive": func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.Users = []upstreambootstrapv1.User{{Name: "u", Inactive: ptr.To(true)}}
+		},
+		"spec.diskSetup.partitions[0].tableType": func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.DiskSetup.Partitions = []upstreambootstrapv1.Partition{{Device: "/dev/sdb", TableType: "mbr"}}
+		},
+		"spec.diskSetup.partitions[0].diskLayout": func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.DiskSetup.Partitions = []upstreambootstrapv1.Partition{{Device: "/dev/sdb", DiskLayout: []upstreambootstrapv1.PartitionSpec{{Percentage: 10}}}}
+		},
+		"spec.mounts[0]": func(s *bootstrapv1.KubeadmConfigSpec) { s.Mounts = []upstreambootstrapv1.MountPoints{{"/dev/sdb"}} },
+	} {
+		s := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
+		mutate(s)
+		if _, err := build(t, s, plan.ActionJoin); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: want an error naming the field, got %v", name, err)
+		}
+	}
+}
