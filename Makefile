@@ -63,13 +63,32 @@ verify-generate: generate ## Fail if generated files differ from what is committ
 .PHONY: build
 build: ## Build the manager and render binaries into bin/.
 	go build -o $(BIN_DIR)/manager ./cmd/manager
+	go build -o $(BIN_DIR)/render ./bootstrap/kubeadm/cmd/render
 
 ##@ Test
 
+FUZZ_TARGETS := bootstrap/kubeadm/internal/cloudinit bootstrap/kubeadm/internal/ignition bootstrap/kubeadm/internal/raw
+
 .PHONY: test
-test: tools verify-generate ## Build tools, check generated files, vet and run every test.
+test: tools verify-generate ## Build tools, check generated files, vet, run every test and each fuzz target for FUZZTIME.
 	go vet ./...
 	go test -count=1 ./...
+	$(MAKE) fuzz
+
+.PHONY: fuzz
+fuzz: ## Run each renderer's fuzz target for FUZZTIME (default 10s).
+	for pkg in $(FUZZ_TARGETS); do \
+		go test -run='^$$' -fuzz='^FuzzRender$$' -fuzztime=$(FUZZTIME) ./$$pkg || exit 1; \
+	done
+
+BENCH_COUNT ?= 6
+
+.PHONY: bench
+bench: ## Benchmark the renderers side by side with upstream Cluster API's; benchstat compares them.
+	hack/tools.sh benchstat
+	mkdir -p $(BIN_DIR)
+	go test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) ./bootstrap/kubeadm/internal/bootstrapdata | tee $(BIN_DIR)/bench.txt
+	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench.txt
 
 ##@ Run
 

@@ -4,6 +4,7 @@
 package cloudinit
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 
@@ -95,11 +96,17 @@ func Render(p *plan.Plan) ([]byte, error) {
 	// go.yaml.in/yaml/v3 marshals the typed value directly (sigs.k8s.io/yaml
 	// would round-trip through JSON, which costs more than rendering itself)
 	// and writes multi-line content as literal blocks.
-	body, err := yaml.Marshal(c)
-	if err != nil {
+	var out bytes.Buffer
+	out.WriteString(Header)
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
 		return nil, fmt.Errorf("marshalling cloud-config: %w", err)
 	}
-	return append([]byte(Header), body...), nil
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("marshalling cloud-config: %w", err)
+	}
+	return out.Bytes(), nil
 }
 
 // Build translates the plan into the cloud-config structure.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	"k8s.io/component-base/featuregate"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -214,18 +215,35 @@ func readConfig(path string) (*input, error) {
 	switch meta.Kind {
 	case "KubeadmConfig":
 		var c bootstrapv1.KubeadmConfig
-		if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		if err := decodeStrict(data, &c); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		return &input{name: "KubeadmConfig " + c.Name, spec: &c.Spec, specPath: field.NewPath("spec"), clusterLabel: c.Labels[clusterv1.ClusterNameLabel]}, nil
 	case "KubeadmConfigTemplate":
 		var t bootstrapv1.KubeadmConfigTemplate
-		if err := yaml.UnmarshalStrict(data, &t); err != nil {
+		if err := decodeStrict(data, &t); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		return &input{name: "KubeadmConfigTemplate " + t.Name, spec: &t.Spec.Template.Spec, specPath: field.NewPath("spec", "template", "spec"), clusterLabel: t.Labels[clusterv1.ClusterNameLabel]}, nil
 	}
 	return nil, fmt.Errorf("%s: kind %q: want KubeadmConfig or KubeadmConfigTemplate", path, meta.Kind)
+}
+
+// decodeStrict decodes like the API server does with strict field
+// validation: field names are case-sensitive and unknown fields are errors.
+func decodeStrict(data []byte, into any) error {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return err
+	}
+	strictErrs, err := kjson.UnmarshalStrict(j, into)
+	if err != nil {
+		return err
+	}
+	if len(strictErrs) > 0 {
+		return errors.Join(strictErrs...)
+	}
+	return nil
 }
 
 // input is the manifest read by readConfig.

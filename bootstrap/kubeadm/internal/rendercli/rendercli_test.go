@@ -1,0 +1,174 @@
+package rendercli_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/raw"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/rendercli"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+)
+
+func example(name string) string {
+	return filepath.Join(testenv.RepoRoot(), "examples", name)
+}
+
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = rendercli.Run(args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+// The README's examples, rendered as documented, pass the real validators.
+func TestREADMEExamples(t *testing.T) {
+	cluster := example("cluster.yaml")
+	out, errOut, code := run(t, "-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", cluster, "--validate")
+	if code != 0 {
+		t.Fatalf("cloud-config: %s", errOut)
+	}
+	if err := validators.CloudInit([]byte(out)); err != nil {
+		t.Error(err)
+	}
+
+	out, errOut, code = run(t, "-f", example("kubeadmconfig-ignition.yaml"), "--cluster", cluster, "--validate", "--feature-gates", "KubeadmBootstrapFormatIgnition=true")
+	if code != 0 {
+		t.Fatalf("ignition: %s", errOut)
+	}
+	if err := validators.Ignition([]byte(out)); err != nil {
+		t.Error(err)
+	}
+
+	dir := t.TempDir()
+	_, errOut, code = run(t, "-f", example("kubeadmconfig-raw.yaml"), "--cluster", cluster, "--validate", "--feature-gates", "KubeadmBootstrapFormatRaw=true", "--output-dir", dir)
+	if code != 0 {
+		t.Fatalf("raw: %s", errOut)
+	}
+	value, err := os.ReadFile(filepath.Join(dir, "value"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validators.Kubeadm(value); err != nil {
+		t.Error(err)
+	}
+	files, err := os.ReadFile(filepath.Join(dir, raw.FilesKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc raw.FilesDocument
+	if err := yaml.UnmarshalStrict(files, &doc); err != nil || len(doc.Files) != 8 {
+		t.Errorf("files document: %v, %d files", err, len(doc.Files))
+	}
+	if format, _ := os.ReadFile(filepath.Join(dir, "format")); string(format) != "raw" {
+		t.Errorf("format key %q", format)
+	}
+}
+
+func TestValidateReportsEveryFieldWithItsPath(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfg, []byte(`apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfigTemplate
+metadata: {name: t}
+spec:
+  template:
+    spec:
+      format: raw
+      joinConfiguration: {nodeRegistration: {name: node-a}}
+      files: [{path: /a, content: x}]
+      preKubeadmCommands: [x]
+      verbosity: 3
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := run(t, "-f", cfg, "--kubernetes-version", "v1.36.3", "--validate", "--feature-gates", "KubeadmBootstrapFormatRaw=true")
+	if code == 0 {
+		t.Fatal("invalid template rendered")
+	}
+	for _, p := range []string{"spec.template.spec.files", "spec.template.spec.preKubeadmCommands", "spec.template.spec.verbosity"} {
+		if !strings.Contains(errOut, p+": Forbidden") {
+			t.Errorf("missing %s in:\n%s", p, errOut)
+		}
+	}
+}
+
+func TestClearErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	typo := write("typo.yaml", "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  prekubeadmCommands: [x]\n")
+	missingSecret := write("secret.yaml", "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  joinConfiguration: {}\n  files:\n  - path: /x\n    contentFrom: {secret: {name: s, key: k}}\n")
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown field":  {[]string{"-f", typo, "--kubernetes-version", "v1.36.3"}, `unknown field "spec.prekubeadmCommands"`},
+		"no version":     {[]string{"-f", missingSecret}, "Kubernetes version is required"},
+		"secret":         {[]string{"-f", missingSecret, "--kubernetes-version", "v1.36.3", "--control-plane-endpoint", "1.2.3.4:6443"}, "spec.files[0].contentFrom.secret"},
+		"bad action":     {[]string{"-f", missingSecret, "--kubernetes-version", "v1.36.3", "--action", "reset"}, "--action"},
+		"missing config": {nil, "--config is required"},
+		"unknown key":    {[]string{"-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", example("cluster.yaml"), "--key", "files"}, `no key "files"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, errOut, code := run(t, tc.args...)
+			if code == 0 || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("want failure mentioning %q, got code %d:\n%s", tc.want, code, errOut)
+			}
+		})
+	}
+
+	// contentFrom resolves from --secrets-dir.
+	if err := os.MkdirAll(filepath.Join(dir, "secrets", "s"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secrets", "s", "k"), []byte("resolved"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "-f", missingSecret, "--kubernetes-version", "v1.36.3", "--control-plane-endpoint", "1.2.3.4:6443", "--secrets-dir", filepath.Join(dir, "secrets"))
+	if code != 0 || !strings.Contains(out, "resolved") {
+		t.Fatalf("contentFrom not resolved: %s", errOut)
+	}
+}
+
+// Given certificates are used rather than generated.
+func TestCertificatesDir(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, code := run(t, "-f", example("kubeadmconfig-raw.yaml"), "--cluster", example("cluster.yaml"), "--feature-gates", "KubeadmBootstrapFormatRaw=true", "--output-dir", dir)
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	var doc raw.FilesDocument
+	b, _ := os.ReadFile(filepath.Join(dir, raw.FilesKey))
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	pki := filepath.Join(dir, "pki")
+	for _, f := range doc.Files {
+		p := filepath.Join(pki, strings.TrimPrefix(f.Path, "/etc/kubernetes/pki"))
+		_ = os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.WriteFile(p, []byte(f.Content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := run(t, "-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", example("cluster.yaml"), "--certificates-dir", pki)
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	if strings.Contains(errOut, "generated") {
+		t.Error("certificates were generated although --certificates-dir was given")
+	}
+	// The worker's discovery pins the given CA.
+	if !strings.Contains(out, "caCertHashes") {
+		t.Error("no CA pin in the join configuration")
+	}
+}
