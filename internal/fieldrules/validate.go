@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/utils/ptr"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	upstreamadmission "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks/admission"
@@ -12,6 +13,7 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/clc"
 )
 
 // formatGates maps the gated formats to their feature gate.
@@ -67,10 +69,16 @@ func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) field
 	if ign.ContainerLinuxConfig.IsDefined() && ign.Butane.IsDefined() {
 		return field.ErrorList{field.Forbidden(path.Child("butane"), "containerLinuxConfig and butane are mutually exclusive: set one")}
 	}
+	// Extra configuration that would fail at reconcile time fails admission
+	// instead, with the translator's own message.
 	if b := ign.Butane; b.AdditionalConfig != "" {
-		strict := b.Strict != nil && *b.Strict
-		if _, err := butane.Translate(b.AdditionalConfig, strict); err != nil {
+		if _, err := butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false)); err != nil {
 			return field.ErrorList{field.Invalid(path.Child("butane", "additionalConfig"), "<butane document>", err.Error())}
+		}
+	}
+	if c := ign.ContainerLinuxConfig; c.AdditionalConfig != "" {
+		if _, err := clc.Translate(c.AdditionalConfig, ptr.Deref(c.Strict, false)); err != nil {
+			return field.ErrorList{field.Invalid(path.Child("containerLinuxConfig", "additionalConfig"), "<container linux config>", err.Error())}
 		}
 	}
 	return nil

@@ -9,19 +9,31 @@ import (
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/clc"
 )
 
-// mergeAdditional merges spec.ignition's extra configuration into the
+// mergeAdditional merges spec.ignition's extra configuration (Butane, or a
+// Container Linux Config) into the
 // generated config. The extra config is the child: where both set the same
 // file or unit, the user's wins (Ignition's merge rules).
 func mergeAdditional(cfg types.Config, p *plan.Plan) (*types.Config, error) {
-	b := p.Ignition.Butane
-	if b.AdditionalConfig == "" {
+	var child types.Config
+	var err error
+	switch b, c := p.Ignition.Butane, p.Ignition.ContainerLinuxConfig; {
+	case b.AdditionalConfig != "" && c.AdditionalConfig != "":
+		return nil, fmt.Errorf("spec.ignition: containerLinuxConfig and butane are mutually exclusive")
+	case b.AdditionalConfig != "":
+		if child, err = butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false)); err != nil {
+			return nil, fmt.Errorf("spec.ignition.butane.additionalConfig: %w", err)
+		}
+	case c.AdditionalConfig != "":
+		// Upstream's Ignition 2 output took Container Linux Configs; they are
+		// translated to Ignition 3 so existing specs keep working.
+		if child, err = clc.Translate(c.AdditionalConfig, ptr.Deref(c.Strict, false)); err != nil {
+			return nil, fmt.Errorf("spec.ignition.containerLinuxConfig.additionalConfig: %w", err)
+		}
+	default:
 		return &cfg, nil
-	}
-	child, err := butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false))
-	if err != nil {
-		return nil, fmt.Errorf("spec.ignition.butane.additionalConfig: %w", err)
 	}
 	merged := ignconfig.Merge(cfg, child)
 	return &merged, nil

@@ -206,6 +206,31 @@ systemd:
     mask: true
 `}
 	}},
+	{Name: "container-linux-config", Formats: []bootstrapv1.Format{bootstrapv1.Ignition}, Apply: func(s *bootstrapv1.KubeadmConfigSpec) {
+		if s.Ignition.Butane.IsDefined() {
+			return // mutually exclusive with butane
+		}
+		s.Ignition.ContainerLinuxConfig = upstreambootstrapv1.ContainerLinuxConfig{Strict: ptr.To(true), AdditionalConfig: `storage:
+  files:
+  - path: /etc/clc-extra.conf
+    filesystem: root
+    mode: 0644
+    contents:
+      inline: from a container linux config
+systemd:
+  units:
+  - name: clc-extra.service
+    enabled: true
+    contents: |
+      [Unit]
+      Description=extra
+      [Service]
+      Type=oneshot
+      ExecStart=/usr/bin/true
+      [Install]
+      WantedBy=multi-user.target
+`}
+	}},
 	{Name: "file-discovery", Formats: allFormats, Supports: func(a plan.Action) bool { return a != plan.ActionInit }, Apply: func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.JoinConfiguration.Discovery.File = upstreambootstrapv1.FileDiscovery{
 			KubeConfigPath: DiscoveryKubeconfigPath,

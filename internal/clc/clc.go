@@ -1,0 +1,60 @@
+// Package clc translates Container Linux Configs (upstream Cluster API's
+// spec.ignition.containerLinuxConfig) into Ignition v3 configs, so configs
+// written for upstream's Ignition 2 output merge into this provider's
+// Ignition 3.4 output. It chains Flatcar's CLC transpiler (CLC to Ignition
+// 2.3, as upstream does), CoreOS's ign-converter (2.3 to 3.0) and Ignition's
+// own parser (3.0 up to 3.4).
+package clc
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/coreos/ign-converter/translate/v23tov30"
+	ignv2 "github.com/coreos/ignition/config/v2_3"
+	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+	clct "github.com/flatcar/container-linux-config-transpiler/config"
+)
+
+// rootFilesystem is the name Ignition 2 gives the root filesystem; files in a
+// CLC live there unless they name another filesystem.
+const rootFilesystem = "root"
+
+// Translate converts a CLC document to Ignition 3.4. With strict, any parse
+// or conversion warning is an error, as upstream does.
+func Translate(doc string, strict bool) (types.Config, error) {
+	cfg, ast, parseReport := clct.Parse([]byte(doc))
+	if parseReport.IsFatal() || (strict && len(parseReport.Entries) > 0) {
+		return types.Config{}, fmt.Errorf("not a valid Container Linux Config: %s", parseReport.String())
+	}
+	ign2, convertReport := clct.Convert(cfg, "", ast)
+	if convertReport.IsFatal() || (strict && len(convertReport.Entries) > 0) {
+		return types.Config{}, fmt.Errorf("converting to Ignition failed: %s", convertReport.String())
+	}
+
+	// The transpiler emits Flatcar's fork of the 2.3 types; re-read the same
+	// JSON with the 2.3 types the converter takes.
+	raw2, err := json.Marshal(ign2)
+	if err != nil {
+		return types.Config{}, err
+	}
+	old, report2, err := ignv2.Parse(raw2)
+	if err != nil {
+		return types.Config{}, fmt.Errorf("the Ignition 2.3 config does not parse: %v: %s", err, report2.String())
+	}
+	fsMap := map[string]string{rootFilesystem: "/"}
+	ign3, err := v23tov30.Translate(old, fsMap)
+	if err != nil {
+		return types.Config{}, fmt.Errorf("cannot express as Ignition 3 (files must be on the root filesystem): %w", err)
+	}
+	raw3, err := json.Marshal(ign3)
+	if err != nil {
+		return types.Config{}, err
+	}
+	out, report3, err := ignconfig.ParseCompatibleVersion(raw3)
+	if err != nil {
+		return types.Config{}, fmt.Errorf("the Ignition 3 config does not parse: %v: %s", err, report3.String())
+	}
+	return out, nil
+}
