@@ -32,7 +32,11 @@ $(CONTROLLER_GEN):
 ##@ Generate
 
 .PHONY: generate
-generate: generate-go generate-manifests ## Regenerate deepcopy, CRDs, RBAC and webhook manifests.
+generate: generate-go generate-manifests generate-docs ## Regenerate deepcopy, CRDs, RBAC, webhook manifests and docs/formats.md.
+
+.PHONY: generate-docs
+generate-docs:
+	go run ./hack/formatsdoc docs/formats.md
 
 .PHONY: generate-go
 generate-go: $(CONTROLLER_GEN)

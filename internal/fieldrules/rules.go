@@ -5,6 +5,7 @@ package fieldrules
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -44,9 +45,20 @@ type Rule struct {
 	// whose treatment is not Supported.
 	violations func(spec *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList
 	// Example sets the field to a value the restricting formats refuse;
-	// ExamplePath is where that error is reported, relative to spec. Tests use them.
-	Example     func(spec *bootstrapv1.KubeadmConfigSpec)
-	ExamplePath string
+	// ExamplePath is where that error is reported, relative to spec, and
+	// ExamplePaths overrides it per format (a restricted field reports the
+	// sub-field at fault). Tests use them to prove every verdict.
+	Example      func(spec *bootstrapv1.KubeadmConfigSpec)
+	ExamplePath  string
+	ExamplePaths map[bootstrapv1.Format]string
+}
+
+// ReportedAt is where validation reports the Example's problem in format.
+func (r Rule) ReportedAt(format bootstrapv1.Format) string {
+	if p, ok := r.ExamplePaths[format]; ok {
+		return p
+	}
+	return r.ExamplePath
 }
 
 // Treatment returns how format treats the rule's field.
@@ -99,8 +111,8 @@ var Rules = []Rule{
 			bootstrapv1.Raw:      {Verdict: Rejected, Note: rawNote},
 		},
 		func(s *bootstrapv1.KubeadmConfigSpec) {
-			s.Files = []upstreambootstrapv1.File{{Path: "/etc/example", Content: "x"}}
-		}),
+			s.Files = []upstreambootstrapv1.File{{Path: "/etc/example", Content: "H4sI", Encoding: upstreambootstrapv1.GzipBase64}}
+		}).reportedIn(bootstrapv1.Ignition, "files[0].encoding"),
 	{
 		Field: "files[].encoding", Description: "encoding of the file content",
 		Formats: map[bootstrapv1.Format]Treatment{
@@ -122,7 +134,8 @@ var Rules = []Rule{
 		Example: func(s *bootstrapv1.KubeadmConfigSpec) {
 			s.Files = []upstreambootstrapv1.File{{Path: "/etc/example", Content: "H4sI", Encoding: upstreambootstrapv1.GzipBase64}}
 		},
-		ExamplePath: "files[0].encoding",
+		ExamplePath:  "files[0].encoding",
+		ExamplePaths: map[bootstrapv1.Format]string{bootstrapv1.Raw: "files"},
 	},
 	whole("diskSetup", "partitions and file systems to create",
 		func(s *bootstrapv1.KubeadmConfigSpec) bool { return s.DiskSetup.IsDefined() },
@@ -131,8 +144,8 @@ var Rules = []Rule{
 			bootstrapv1.Raw:      {Verdict: Rejected, Note: rawNote},
 		},
 		func(s *bootstrapv1.KubeadmConfigSpec) {
-			s.DiskSetup = upstreambootstrapv1.DiskSetup{Filesystems: []upstreambootstrapv1.Filesystem{{Device: "/dev/sdb", Filesystem: "ext4"}}}
-		}),
+			s.DiskSetup = upstreambootstrapv1.DiskSetup{Partitions: []upstreambootstrapv1.Partition{{Device: "/dev/sdb", Layout: ptr.To(true), TableType: "mbr"}}}
+		}).reportedIn(bootstrapv1.Ignition, "diskSetup.partitions[0].tableType"),
 	{
 		Field: "diskSetup.partitions[].tableType", Description: "partition table type (mbr or gpt)",
 		Formats: map[bootstrapv1.Format]Treatment{
@@ -155,7 +168,8 @@ var Rules = []Rule{
 		Example: func(s *bootstrapv1.KubeadmConfigSpec) {
 			s.DiskSetup = upstreambootstrapv1.DiskSetup{Partitions: []upstreambootstrapv1.Partition{{Device: "/dev/sdb", Layout: ptr.To(true), TableType: "mbr"}}}
 		},
-		ExamplePath: "diskSetup.partitions[0].tableType",
+		ExamplePath:  "diskSetup.partitions[0].tableType",
+		ExamplePaths: map[bootstrapv1.Format]string{bootstrapv1.Raw: "diskSetup"},
 	},
 	perItemRejectedInIgnition("diskSetup.partitions[].diskLayout", "partition sizes as percentages of the disk",
 		"Ignition sizes partitions in MiB, not in percentages of the disk",
@@ -223,7 +237,9 @@ var Rules = []Rule{
 			bootstrapv1.Ignition: {Verdict: Restricted, Note: "see users[].inactive"},
 			bootstrapv1.Raw:      {Verdict: Rejected, Note: rawNote},
 		},
-		func(s *bootstrapv1.KubeadmConfigSpec) { s.Users = []upstreambootstrapv1.User{{Name: "ops"}} }),
+		func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.Users = []upstreambootstrapv1.User{{Name: "ops", Inactive: ptr.To(true)}}
+		}).reportedIn(bootstrapv1.Ignition, "users[0].inactive"),
 	perItemRejectedInIgnition("users[].inactive", "create the user inactive",
 		"Ignition cannot create inactive users (as upstream); false is accepted",
 		func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
@@ -266,13 +282,28 @@ var Rules = []Rule{
 		Example: func(s *bootstrapv1.KubeadmConfigSpec) {
 			s.Ignition = bootstrapv1.IgnitionSpec{Butane: bootstrapv1.ButaneConfig{AdditionalConfig: "storage: {}\n"}}
 		},
-		ExamplePath: "format",
+		ExamplePath:  "format",
+		ExamplePaths: map[bootstrapv1.Format]string{bootstrapv1.Raw: "ignition"},
 	},
+}
+
+func (r Rule) reportedIn(format bootstrapv1.Format, path string) Rule {
+	if r.ExamplePaths == nil {
+		r.ExamplePaths = map[bootstrapv1.Format]string{}
+	}
+	r.ExamplePaths[format] = path
+	return r
+}
+
+// topLevel is the spec field a path starts with (files for files[].encoding).
+func topLevel(path string) string {
+	return strings.FieldsFunc(path, func(r rune) bool { return r == '.' || r == '[' })[0]
 }
 
 func perItemRejectedInIgnition(name, description, note string, occurrences func(*bootstrapv1.KubeadmConfigSpec, *field.Path) []*field.Path, example func(*bootstrapv1.KubeadmConfigSpec), examplePath string) Rule {
 	return Rule{
 		Field: name, Description: description, Example: example, ExamplePath: examplePath,
+		ExamplePaths: map[bootstrapv1.Format]string{bootstrapv1.Raw: topLevel(name)},
 		Formats: map[bootstrapv1.Format]Treatment{
 			bootstrapv1.Ignition: {Verdict: Rejected, Note: note},
 			bootstrapv1.Raw:      {Verdict: Rejected, Note: "see its parent field"},

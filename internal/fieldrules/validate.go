@@ -2,6 +2,7 @@ package fieldrules
 
 import (
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
@@ -62,7 +63,23 @@ func validateCommon(spec *bootstrapv1.KubeadmConfigSpec, base *field.Path) field
 		Verbosity:            spec.Verbosity,
 		// Format and Ignition stay empty: this package owns the format rules.
 	}
-	return upstreamadmission.Validate(&common, false, base)
+	return redact(upstreamadmission.Validate(&common, false, base))
+}
+
+// redact drops structured bad values (a whole file, user or kubeconfig user)
+// from upstream's errors: they may hold file contents, password hashes or
+// credentials, which must never reach an error message.
+func redact(errs field.ErrorList) field.ErrorList {
+	for _, e := range errs {
+		if e.BadValue == nil {
+			continue
+		}
+		switch reflect.ValueOf(e.BadValue).Kind() {
+		case reflect.Struct, reflect.Pointer, reflect.Map, reflect.Slice:
+			e.BadValue = field.OmitValueType{}
+		}
+	}
+	return errs
 }
 
 func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) field.ErrorList {

@@ -1,13 +1,12 @@
 // Package manager assembles the provider's controller-runtime manager from
-// command-line flags: health probes, metrics, leader election, the webhook
-// server and the feature gates.
+// command-line flags: health probes, metrics, leader election, the feature
+// gates and the admission webhooks.
 package manager
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -30,6 +28,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks"
 )
 
 // The secured metrics endpoint authenticates and authorizes its scrapers.
@@ -168,16 +167,19 @@ func Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	if err := (&webhooks.KubeadmConfig{Gates: feature.Gates}).SetupWebhookWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the KubeadmConfig webhooks: %w", err)
+	}
+	if err := (&webhooks.KubeadmConfigTemplate{Gates: feature.Gates}).SetupWebhookWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the KubeadmConfigTemplate webhooks: %w", err)
+	}
+
+	// Live and ready once the webhook server serves: admission is what this
+	// manager does for the API server until controllers are added.
+	if err := mgr.AddHealthzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
-	// Ready once the informer caches have synced: the manager can then serve.
-	if err := mgr.AddReadyzCheck("cache-sync", func(req *http.Request) error {
-		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
-			return fmt.Errorf("caches not synced")
-		}
-		return nil
-	}); err != nil {
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
 

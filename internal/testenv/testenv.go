@@ -30,9 +30,9 @@ func CRDDir() string {
 	return filepath.Join(RepoRoot(), "bootstrap", "kubeadm", "config", "crd", "bases")
 }
 
-// WebhookDir holds the generated webhook configurations.
-func WebhookDir() string {
-	return filepath.Join(RepoRoot(), "bootstrap", "kubeadm", "config", "webhook")
+// WebhookManifests is the generated webhook configuration.
+func WebhookManifests() string {
+	return filepath.Join(RepoRoot(), "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml")
 }
 
 // Env is a running API server with the CRDs installed.
@@ -47,7 +47,9 @@ type Env struct {
 // Options tune Start.
 type Options struct {
 	// WithWebhooks registers the generated webhook configurations with the API
-	// server; envtest then serves them from a local TLS port it allocates.
+	// server, pointing at a local TLS port and certificate that envtest
+	// allocates (Environment.WebhookInstallOptions); a webhook server must
+	// then serve there (see ServeWebhooks, or the manager's flags).
 	WithWebhooks bool
 }
 
@@ -72,7 +74,7 @@ func Start(t testing.TB, opts Options) *Env {
 		Scheme:                scheme,
 	}
 	if opts.WithWebhooks {
-		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{WebhookDir()}}
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{WebhookManifests()}}
 	}
 	cfg, err := env.Start()
 	if err != nil {

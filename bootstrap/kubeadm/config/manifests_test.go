@@ -32,15 +32,17 @@ func TestDefaultManifests(t *testing.T) {
 	kinds := map[string]int{}
 	for _, r := range m.Resources() {
 		kinds[r.GetKind()]++
-		if ns := r.GetNamespace(); r.GetKind() != "Namespace" && r.GetKind() != "CustomResourceDefinition" &&
-			!strings.HasPrefix(r.GetKind(), "Cluster") && ns != "capi-kubeadm-bootstrap-system" {
+		clusterScoped := map[string]bool{"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
+			"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true}
+		if ns := r.GetNamespace(); !clusterScoped[r.GetKind()] && ns != "capi-kubeadm-bootstrap-system" {
 			t.Errorf("%s/%s is in namespace %q", r.GetKind(), r.GetName(), ns)
 		}
 		if r.GetLabels()["cluster.x-k8s.io/provider"] != "bootstrap-kubeadm" {
 			t.Errorf("%s/%s lacks the provider label", r.GetKind(), r.GetName())
 		}
 	}
-	for kind, want := range map[string]int{"CustomResourceDefinition": 2, "Deployment": 1, "ClusterRole": 1, "Certificate": 1, "Issuer": 1, "Service": 1} {
+	for kind, want := range map[string]int{"CustomResourceDefinition": 2, "Deployment": 1, "ClusterRole": 1, "Certificate": 1, "Issuer": 1, "Service": 1,
+		"MutatingWebhookConfiguration": 1, "ValidatingWebhookConfiguration": 1} {
 		if kinds[kind] != want {
 			t.Errorf("%d %s, want %d", kinds[kind], kind, want)
 		}
@@ -60,6 +62,19 @@ func TestDefaultManifests(t *testing.T) {
 			}
 		case "Deployment":
 			checkManagerArgs(t, r.MustYaml())
+		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+			if got := r.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "capi-kubeadm-bootstrap-system/capi-kubeadm-bootstrap-serving-cert" {
+				t.Errorf("%s: CA injection annotation %q", r.GetKind(), got)
+			}
+			y := r.MustYaml()
+			if !strings.Contains(y, "name: capi-kubeadm-bootstrap-webhook-service") || !strings.Contains(y, "namespace: capi-kubeadm-bootstrap-system") {
+				t.Errorf("%s does not point at the webhook Service:\n%s", r.GetKind(), y)
+			}
+			for _, kind := range []string{"kubeadmconfigs", "kubeadmconfigtemplates"} {
+				if !strings.Contains(y, "- "+kind) {
+					t.Errorf("%s does not cover %s", r.GetKind(), kind)
+				}
+			}
 		}
 	}
 }

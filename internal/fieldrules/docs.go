@@ -1,0 +1,52 @@
+package fieldrules
+
+import (
+	"fmt"
+	"strings"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+)
+
+// Markdown renders the table as docs/formats.md.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("<!-- Generated from internal/fieldrules by `make generate`; do not edit. -->\n")
+	b.WriteString("# Fields by bootstrap format\n\n")
+	b.WriteString("Which `KubeadmConfig` spec fields each `spec.format` honours. The admission webhooks (for\n")
+	b.WriteString("`KubeadmConfigTemplate` at `spec.template.spec`) and `render --validate` apply this table; a\n")
+	b.WriteString("field a format does not support is rejected with its field path, every problem at once.\n\n")
+	b.WriteString("| field | what it does |")
+	for _, f := range bootstrapv1.Formats {
+		fmt.Fprintf(&b, " `%s` |", f)
+	}
+	b.WriteString("\n|---|---|")
+	for range bootstrapv1.Formats {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, r := range Rules {
+		fmt.Fprintf(&b, "| `%s` | %s |", r.Field, r.Description)
+		for _, f := range bootstrapv1.Formats {
+			t := r.Treatment(f)
+			if t.Note == "" {
+				fmt.Fprintf(&b, " %s |", t.Verdict)
+			} else {
+				fmt.Fprintf(&b, " %s: %s |", t.Verdict, t.Note)
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n## Rules beyond the table\n\n")
+	fmt.Fprintf(&b, "- `format: %s` needs the `%s` feature gate (clusterctl variable `%s`).\n", bootstrapv1.Ignition, feature.KubeadmBootstrapFormatIgnition, feature.EnvVar(feature.KubeadmBootstrapFormatIgnition))
+	fmt.Fprintf(&b, "- `format: %s` needs the `%s` feature gate (clusterctl variable `%s`).\n", bootstrapv1.Raw, feature.KubeadmBootstrapFormatRaw, feature.EnvVar(feature.KubeadmBootstrapFormatRaw))
+	b.WriteString("- An empty `format` is defaulted to `cloud-config` by the mutating webhook.\n")
+	b.WriteString("- `ignition.containerLinuxConfig` and `ignition.butane` are mutually exclusive. Either is translated at\n")
+	b.WriteString("  admission (Butane with the Flatcar variant, version 1.1.0; a Container Linux Config through Ignition 2.3),\n")
+	b.WriteString("  and one that does not translate, or warns under `strict`, is rejected with the translator's message.\n")
+	b.WriteString("- Upstream Cluster API's own checks hold for every format: `content` and `contentFrom` are exclusive,\n")
+	b.WriteString("  file paths are unique, `passwd` and `passwdFrom` are exclusive, secret references name a secret and a\n")
+	b.WriteString("  key, disk layouts add up to at most 100%, a discovery kubeconfig user has one of `authProvider` or `exec`.\n")
+	b.WriteString("- On update, `format` cannot change once the bootstrap data secret exists.\n")
+	return b.String()
+}

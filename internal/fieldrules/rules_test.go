@@ -1,0 +1,202 @@
+package fieldrules
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/utils/ptr"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+)
+
+func gates(t *testing.T, ignition, raw bool) featuregate.FeatureGate {
+	t.Helper()
+	g := featuregate.NewFeatureGate()
+	if err := g.Add(feature.DefaultGates()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): ignition, string(feature.KubeadmBootstrapFormatRaw): raw}); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func joinSpec(format bootstrapv1.Format) *bootstrapv1.KubeadmConfigSpec {
+	s := &bootstrapv1.KubeadmConfigSpec{Format: format}
+	s.JoinConfiguration.NodeRegistration.Name = "node-a"
+	return s
+}
+
+func paths(errs field.ErrorList) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Field)
+	}
+	return out
+}
+
+// TestEveryFieldAndFormat checks the verdict and the reported field path of
+// every (format, field) pair in the table against the validation result.
+func TestEveryFieldAndFormat(t *testing.T) {
+	all := gates(t, true, true)
+	for _, r := range Rules {
+		if r.Example == nil {
+			// kubeadm configuration: supported everywhere.
+			for _, f := range bootstrapv1.Formats {
+				if v := r.Treatment(f).Verdict; v != Supported {
+					t.Errorf("%s in %s: verdict %s without an example to prove it", r.Field, f, v)
+				}
+			}
+			continue
+		}
+		for _, format := range bootstrapv1.Formats {
+			t.Run(r.Field+"/"+string(format), func(t *testing.T) {
+				spec := joinSpec(format)
+				r.Example(spec)
+				errs := Validate(spec, all, field.NewPath("spec"))
+				treatment := r.Treatment(format)
+
+				want := "spec." + r.ReportedAt(format)
+				if format == bootstrapv1.Raw && want != "spec."+topLevel(r.Field) {
+					t.Fatalf("raw rejects whole top-level fields, but the table reports at %s", want)
+				}
+				switch treatment.Verdict {
+				case Supported:
+					if len(errs) != 0 {
+						t.Fatalf("supported, but got %v", errs.ToAggregate())
+					}
+				default:
+					if len(errs) != 1 || errs[0].Field != want {
+						t.Fatalf("%s: want exactly one error at %s, got %v", treatment.Verdict, want, paths(errs))
+					}
+					if format == bootstrapv1.Raw && want != "spec.format" && !strings.Contains(errs[0].Detail, "the raw format carries kubeadm configuration only") {
+						t.Errorf("raw message does not say why: %s", errs[0].Detail)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestRawReportsEveryFieldAtOnce(t *testing.T) {
+	spec := joinSpec(bootstrapv1.Raw)
+	for _, r := range Rules {
+		if r.Example != nil && r.Treatment(bootstrapv1.Raw).Verdict == Rejected && !strings.Contains(r.Field, "[]") {
+			r.Example(spec)
+		}
+	}
+	errs := Validate(spec, gates(t, true, true), field.NewPath("spec"))
+	want := []string{"spec.files", "spec.diskSetup", "spec.mounts", "spec.bootCommands", "spec.preKubeadmCommands", "spec.postKubeadmCommands", "spec.users", "spec.ntp", "spec.verbosity", "spec.ignition"}
+	got := strings.Join(paths(errs), ",")
+	for _, p := range want {
+		if !strings.Contains(got+",", p+",") {
+			t.Errorf("missing %s in %s", p, got)
+		}
+	}
+	if len(errs) != len(want) {
+		t.Errorf("want %d errors, got %d: %v", len(want), len(errs), got)
+	}
+}
+
+func TestGatedFormatsNameTheGateAndVariable(t *testing.T) {
+	for format, words := range map[bootstrapv1.Format][]string{
+		bootstrapv1.Ignition: {"KubeadmBootstrapFormatIgnition", "EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION"},
+		bootstrapv1.Raw:      {"KubeadmBootstrapFormatRaw", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW"},
+	} {
+		errs := Validate(joinSpec(format), gates(t, false, false), field.NewPath("spec", "template", "spec"))
+		if len(errs) != 1 || errs[0].Field != "spec.template.spec.format" || errs[0].Type != field.ErrorTypeForbidden {
+			t.Fatalf("%s: %v", format, errs)
+		}
+		for _, w := range words {
+			if !strings.Contains(errs[0].Detail, w) {
+				t.Errorf("%s: message lacks %s: %s", format, w, errs[0].Detail)
+			}
+		}
+		// The other gate does not enable this format.
+		other := gates(t, format == bootstrapv1.Raw, format == bootstrapv1.Ignition)
+		if len(Validate(joinSpec(format), other, field.NewPath("spec"))) != 1 {
+			t.Errorf("%s enabled by the wrong gate", format)
+		}
+		if errs := Validate(joinSpec(format), gates(t, true, true), field.NewPath("spec")); len(errs) != 0 {
+			t.Errorf("%s with its gate on: %v", format, errs)
+		}
+	}
+}
+
+func TestIgnitionExtras(t *testing.T) {
+	on := gates(t, true, true)
+	spec := joinSpec(bootstrapv1.Ignition)
+	spec.Ignition.Butane.AdditionalConfig = "storage: {}\n"
+	spec.Ignition.ContainerLinuxConfig.AdditionalConfig = "storage: {}\n"
+	if errs := Validate(spec, on, field.NewPath("spec")); len(errs) != 1 || errs[0].Field != "spec.ignition.butane" || !strings.Contains(errs[0].Detail, "mutually exclusive") {
+		t.Errorf("both extras: %v", errs)
+	}
+
+	spec = joinSpec(bootstrapv1.Ignition)
+	spec.Ignition.Butane = bootstrapv1.ButaneConfig{AdditionalConfig: "storage:\n  filez: []\n", Strict: ptr.To(true)}
+	errs := Validate(spec, on, field.NewPath("spec"))
+	if len(errs) != 1 || errs[0].Field != "spec.ignition.butane.additionalConfig" || !strings.Contains(errs[0].Detail, "filez") {
+		t.Errorf("butane warning under strict must be rejected with Butane's message: %v", errs)
+	}
+	spec.Ignition.Butane.Strict = ptr.To(false)
+	if errs := Validate(spec, on, field.NewPath("spec")); len(errs) != 0 {
+		t.Errorf("butane warnings without strict must pass: %v", errs)
+	}
+
+	spec = joinSpec(bootstrapv1.Ignition)
+	spec.Ignition.ContainerLinuxConfig.AdditionalConfig = "storage: ["
+	if errs := Validate(spec, on, field.NewPath("spec")); len(errs) != 1 || errs[0].Field != "spec.ignition.containerLinuxConfig.additionalConfig" {
+		t.Errorf("broken CLC: %v", errs)
+	}
+}
+
+// Upstream's common rules hold for every format, and their errors carry no
+// file contents or password hashes.
+func TestCommonRulesForEveryFormatWithoutSecrets(t *testing.T) {
+	for _, format := range []bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition} {
+		spec := joinSpec(format)
+		spec.Files = []upstreambootstrapv1.File{
+			{Path: "/etc/key", Content: "SECRET-KEY-MATERIAL", ContentFrom: upstreambootstrapv1.FileSource{Secret: upstreambootstrapv1.SecretFileSource{Name: "s", Key: "k"}}},
+			{Path: "/etc/key", Content: "x"},
+		}
+		spec.Users = []upstreambootstrapv1.User{{Name: "u", Passwd: "$6$SECRET-HASH", PasswdFrom: upstreambootstrapv1.PasswdSource{Secret: upstreambootstrapv1.SecretPasswdSource{Name: "s", Key: "k"}}}}
+		errs := Validate(spec, gates(t, true, true), field.NewPath("spec"))
+		got := strings.Join(paths(errs), ",")
+		for _, p := range []string{"spec.files[0]", "spec.files[1].path", "spec.users[0]"} {
+			if !strings.Contains(got, p) {
+				t.Errorf("%s: missing %s in %s", format, p, got)
+			}
+		}
+		if msg := errs.ToAggregate().Error(); strings.Contains(msg, "SECRET") {
+			t.Errorf("%s: error leaks secret material: %s", format, msg)
+		}
+	}
+	spec := joinSpec(bootstrapv1.Raw)
+	spec.DiskSetup.Partitions = []upstreambootstrapv1.Partition{{Device: "/dev/sdb", DiskLayout: []upstreambootstrapv1.PartitionSpec{{Percentage: 80}, {Percentage: 30}}}}
+	if errs := Validate(spec, gates(t, true, true), field.NewPath("spec")); !strings.Contains(strings.Join(paths(errs), ","), "spec.diskSetup.partitions[0].diskLayout") {
+		t.Errorf("upstream's disk layout sum rule must hold for raw too: %v", errs)
+	}
+}
+
+// docs/formats.md is generated from the table; a stale copy fails here (and
+// in make verify-generate).
+func TestFormatsDocIsCurrent(t *testing.T) {
+	got, err := os.ReadFile("../../docs/formats.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != Markdown() {
+		t.Fatal("docs/formats.md is stale: run make generate")
+	}
+	for _, r := range Rules {
+		if !strings.Contains(string(got), "`"+r.Field+"`") {
+			t.Errorf("docs lack %s", r.Field)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package testenv
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"k8s.io/component-base/featuregate"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks"
+)
+
+// ServeWebhooks runs this provider's admission webhooks, with gates, on the
+// TLS port and certificate envtest registered with the API server, until the
+// test ends. Env must have been started WithWebhooks.
+func (e *Env) ServeWebhooks(t testing.TB, gates featuregate.FeatureGate) {
+	t.Helper()
+	opts := e.Environment.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:  e.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: opts.LocalServingHost, Port: opts.LocalServingPort, CertDir: opts.LocalServingCertDir,
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&webhooks.KubeadmConfig{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&webhooks.KubeadmConfigTemplate{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Logf("webhook manager: %v", err)
+		}
+	})
+	if err := WaitForTLS(fmt.Sprintf("%s:%d", opts.LocalServingHost, opts.LocalServingPort), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitForTLS waits until addr completes a TLS handshake.
+func WaitForTLS(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that the server is up
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("webhook server at %s not serving TLS: %w", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

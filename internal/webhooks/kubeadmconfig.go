@@ -1,0 +1,89 @@
+// Package webhooks holds the admission webhooks for KubeadmConfig and
+// KubeadmConfigTemplate: defaulting of the format, and validation through the
+// per-format field rule table (internal/fieldrules).
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-bootstrap-cluster-x-k8s-io-v1beta2-kubeadmconfig,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,versions=v1beta2,name=default.kubeadmconfig.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-bootstrap-cluster-x-k8s-io-v1beta2-kubeadmconfig,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,versions=v1beta2,name=validation.kubeadmconfig.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// KubeadmConfig defaults and validates KubeadmConfigs.
+type KubeadmConfig struct {
+	// Gates decides which formats are enabled.
+	Gates featuregate.FeatureGate
+}
+
+var (
+	_ admission.Defaulter[*bootstrapv1.KubeadmConfig] = &KubeadmConfig{}
+	_ admission.Validator[*bootstrapv1.KubeadmConfig] = &KubeadmConfig{}
+)
+
+// SetupWebhookWithManager registers the webhooks with mgr's webhook server.
+func (w *KubeadmConfig) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.KubeadmConfig{}).
+		WithDefaulter(w).
+		WithValidator(w).
+		Complete()
+}
+
+// Default sets the format when it is empty, so that every stored object says
+// which format it renders.
+func (w *KubeadmConfig) Default(_ context.Context, c *bootstrapv1.KubeadmConfig) error {
+	defaultSpec(&c.Spec)
+	return nil
+}
+
+func defaultSpec(s *bootstrapv1.KubeadmConfigSpec) {
+	if s.Format == "" {
+		s.Format = bootstrapv1.CloudConfig
+	}
+}
+
+// ValidateCreate validates a new KubeadmConfig.
+func (w *KubeadmConfig) ValidateCreate(_ context.Context, c *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
+	return nil, invalid("KubeadmConfig", c.Name, fieldrules.Validate(&c.Spec, w.Gates, field.NewPath("spec")))
+}
+
+// ValidateUpdate validates a changed KubeadmConfig. Like upstream, the spec
+// may change (changes do not reach an existing data secret); what may not
+// change once the data secret exists is the format, because the secret's
+// format key and every consumer of it would disagree with the spec.
+func (w *KubeadmConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
+	errs := fieldrules.Validate(&newC.Spec, w.Gates, field.NewPath("spec"))
+	if dataSecretExists(oldC) && oldC.Spec.EffectiveFormat() != newC.Spec.EffectiveFormat() {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "format"), fmt.Sprintf(
+			"cannot change from %q to %q: the bootstrap data secret %q already exists in format %q",
+			oldC.Spec.EffectiveFormat(), newC.Spec.EffectiveFormat(), oldC.Status.DataSecretName, oldC.Spec.EffectiveFormat())))
+	}
+	return nil, invalid("KubeadmConfig", newC.Name, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (w *KubeadmConfig) ValidateDelete(context.Context, *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func dataSecretExists(c *bootstrapv1.KubeadmConfig) bool {
+	return c.Status.DataSecretName != "" || ptr.Deref(c.Status.Initialization.DataSecretCreated, false)
+}
+
+func invalid(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(bootstrapv1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+}

@@ -1,0 +1,93 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-base/featuregate"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	upstreamadmission "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks/admission"
+	"sigs.k8s.io/cluster-api/util/topology"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-bootstrap-cluster-x-k8s-io-v1beta2-kubeadmconfigtemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigtemplates,versions=v1beta2,name=default.kubeadmconfigtemplate.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-bootstrap-cluster-x-k8s-io-v1beta2-kubeadmconfigtemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigtemplates,versions=v1beta2,name=validation.kubeadmconfigtemplate.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// KubeadmConfigTemplate defaults and validates KubeadmConfigTemplates; the
+// rules are the KubeadmConfig ones, applied at spec.template.spec.
+type KubeadmConfigTemplate struct {
+	Gates featuregate.FeatureGate
+}
+
+var (
+	_ admission.Defaulter[*bootstrapv1.KubeadmConfigTemplate] = &KubeadmConfigTemplate{}
+	_ admission.Validator[*bootstrapv1.KubeadmConfigTemplate] = &KubeadmConfigTemplate{}
+)
+
+// SetupWebhookWithManager registers the webhooks with mgr's webhook server.
+func (w *KubeadmConfigTemplate) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.KubeadmConfigTemplate{}).
+		WithDefaulter(w).
+		WithValidator(w).
+		Complete()
+}
+
+// Default sets the format when empty. For the topology controller's dry-run
+// requests it also applies the defaults upstream used to set, as upstream
+// does, so ClusterClass-managed templates created before do not roll out.
+func (w *KubeadmConfigTemplate) Default(ctx context.Context, t *bootstrapv1.KubeadmConfigTemplate) error {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("expected an admission request in the context: %v", err))
+	}
+	spec := &t.Spec.Template.Spec
+	if topology.IsDryRunRequest(req, t) {
+		applyPreviousUpstreamDefaults(spec)
+	}
+	defaultSpec(spec)
+	return nil
+}
+
+// applyPreviousUpstreamDefaults runs upstream's own function on the fields it
+// touches (ours share upstream's types there).
+func applyPreviousUpstreamDefaults(spec *bootstrapv1.KubeadmConfigSpec) {
+	up := upstreambootstrapv1.KubeadmConfigSpec{
+		InitConfiguration: spec.InitConfiguration,
+		JoinConfiguration: spec.JoinConfiguration,
+		Format:            upstreambootstrapv1.Format(spec.Format),
+	}
+	upstreamadmission.ApplyPreviousKubeadmConfigDefaults(&up)
+	spec.InitConfiguration, spec.JoinConfiguration = up.InitConfiguration, up.JoinConfiguration
+	if spec.Format == "" {
+		spec.Format = bootstrapv1.Format(up.Format)
+	}
+}
+
+// ValidateCreate validates a new template.
+func (w *KubeadmConfigTemplate) ValidateCreate(_ context.Context, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
+	return nil, w.validate(t)
+}
+
+// ValidateUpdate validates a changed template; templates may change (as upstream).
+func (w *KubeadmConfigTemplate) ValidateUpdate(_ context.Context, _, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
+	return nil, w.validate(t)
+}
+
+// ValidateDelete allows every deletion.
+func (w *KubeadmConfigTemplate) ValidateDelete(context.Context, *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (w *KubeadmConfigTemplate) validate(t *bootstrapv1.KubeadmConfigTemplate) error {
+	errs := fieldrules.Validate(&t.Spec.Template.Spec, w.Gates, field.NewPath("spec", "template", "spec"))
+	errs = append(errs, t.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
+	return invalid("KubeadmConfigTemplate", t.Name, errs)
+}
