@@ -14,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/manager"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
@@ -58,9 +62,11 @@ func kubeconfigFor(t *testing.T, env *testenv.Env) string {
 }
 
 // TestManagerServesHealthAndReadiness starts the real binary against a real
-// API server and probes it the way a kubelet would.
+// API server, probes it the way a kubelet would, and has the API server call
+// its admission webhooks over TLS.
 func TestManagerServesHealthAndReadiness(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{})
+	env := testenv.Start(t, testenv.Options{WithWebhooks: true})
+	hooks := env.Environment.WebhookInstallOptions
 	bin := buildManager(t)
 	kubeconfig := kubeconfigFor(t, env)
 	healthPort := freePort(t)
@@ -73,7 +79,9 @@ func TestManagerServesHealthAndReadiness(t *testing.T) {
 		"--insecure-diagnostics",
 		"--leader-elect",
 		"--leader-elect-namespace=default",
-		"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true",
+		"--feature-gates=KubeadmBootstrapFormatIgnition=true",
+		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
+		"--webhook-cert-dir="+hooks.LocalServingCertDir,
 	)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -109,6 +117,8 @@ func TestManagerServesHealthAndReadiness(t *testing.T) {
 		}
 	}
 
+	checkAdmission(t, env)
+
 	// A clean shutdown on SIGTERM, as in a pod deletion.
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -120,6 +130,34 @@ func TestManagerServesHealthAndReadiness(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("manager did not stop on SIGTERM\n%s", logs.String())
+	}
+}
+
+// checkAdmission creates objects through the API server, which calls the
+// manager's webhooks: the default format is filled in, the gate set on the
+// command line admits ignition, and raw (gate off) is refused with the gate named.
+func checkAdmission(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	ctx := context.Background()
+	newConfig := func(name string, format bootstrapv1.Format) *bootstrapv1.KubeadmConfig {
+		c := &bootstrapv1.KubeadmConfig{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+		c.Spec.Format = format
+		c.Spec.JoinConfiguration.NodeRegistration.Name = name
+		return c
+	}
+	defaulted := newConfig("defaulted", "")
+	if err := env.Client.Create(ctx, defaulted); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if defaulted.Spec.Format != bootstrapv1.CloudConfig {
+		t.Errorf("format not defaulted by the mutating webhook: %q", defaulted.Spec.Format)
+	}
+	if err := env.Client.Create(ctx, newConfig("flatcar", bootstrapv1.Ignition)); err != nil {
+		t.Errorf("ignition with its gate on: %v", err)
+	}
+	err := env.Client.Create(ctx, newConfig("agent", bootstrapv1.Raw))
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "KubeadmBootstrapFormatRaw") {
+		t.Errorf("raw with its gate off must be refused naming the gate, got %v", err)
 	}
 }
 

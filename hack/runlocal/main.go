@@ -34,6 +34,10 @@ func run() error {
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join("bootstrap", "kubeadm", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		// The API server calls the manager's webhooks with a certificate envtest makes.
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join("bootstrap", "kubeadm", "config", "webhook", "manifests.yaml")},
+		},
 	}
 	if _, err := env.Start(); err != nil {
 		return fmt.Errorf("starting the local API server: %w", err)
@@ -60,8 +64,11 @@ func run() error {
 	fmt.Printf("local API server running; try: KUBECONFIG=%s kubectl get kubeadmconfigs -A\n", path)
 	fmt.Println("manager health: http://127.0.0.1:9440/healthz  readiness: http://127.0.0.1:9440/readyz  (Ctrl-C stops)")
 
+	hooks := env.WebhookInstallOptions
 	args := append([]string{
 		"--kubeconfig=" + path,
+		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
+		"--webhook-cert-dir=" + hooks.LocalServingCertDir,
 		"--health-addr=127.0.0.1:9440",
 		"--diagnostics-address=127.0.0.1:8443",
 		"--insecure-diagnostics",
