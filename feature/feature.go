@@ -33,14 +33,13 @@ var envVars = map[featuregate.Feature]string{
 	KubeadmBootstrapFormatRaw:      "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW",
 }
 
-// DefaultGates returns the gate definitions, for tools that keep their own
-// gate instance (the render CLI) rather than the manager's global one.
-func DefaultGates() map[featuregate.Feature]featuregate.FeatureSpec {
-	out := make(map[featuregate.Feature]featuregate.FeatureSpec, len(defaultGates))
-	for k, v := range defaultGates {
-		out[k] = v
-	}
-	return out
+// NewFeatureGates returns a fresh gate set with this provider's gates at their
+// defaults, for callers that must not share the manager's global instance
+// (the render CLI, tests that switch gates).
+func NewFeatureGates() featuregate.MutableFeatureGate {
+	g := featuregate.NewFeatureGate()
+	runtime.Must(g.Add(defaultGates))
+	return g
 }
 
 var defaultGates = map[featuregate.Feature]featuregate.FeatureSpec{

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-	"k8s.io/component-base/featuregate"
 )
 
 func TestGatesDefaultOffAndSettableByFlag(t *testing.T) {
@@ -17,10 +16,7 @@ func TestGatesDefaultOffAndSettableByFlag(t *testing.T) {
 		}
 	}
 
-	gates := featuregate.NewFeatureGate()
-	if err := gates.Add(defaultGates); err != nil {
-		t.Fatal(err)
-	}
+	gates := NewFeatureGates()
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	gates.AddFlag(fs)
 	if err := fs.Parse([]string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true"}); err != nil {

@@ -17,10 +17,7 @@ import (
 
 func gates(t *testing.T, ignition, raw bool) featuregate.FeatureGate {
 	t.Helper()
-	g := featuregate.NewFeatureGate()
-	if err := g.Add(feature.DefaultGates()); err != nil {
-		t.Fatal(err)
-	}
+	g := feature.NewFeatureGates()
 	if err := g.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): ignition, string(feature.KubeadmBootstrapFormatRaw): raw}); err != nil {
 		t.Fatal(err)
 	}

@@ -39,10 +39,7 @@ func TestMain(m *testing.M) {
 	os.Exit(func() int {
 		t := &mainT{}
 		defer t.cleanup()
-		gates = featuregate.NewFeatureGate()
-		if err := gates.Add(feature.DefaultGates()); err != nil {
-			panic(err)
-		}
+		gates = feature.NewFeatureGates()
 		env = testenv.Start(t, testenv.Options{WithWebhooks: true})
 		env.ServeWebhooks(t, gates)
 		return m.Run()

@@ -62,10 +62,7 @@ func goldenCases() []goldenCase {
 }
 
 func allGatesOn(t testing.TB) featuregate.FeatureGate {
-	gates := featuregate.NewFeatureGate()
-	if err := gates.Add(feature.DefaultGates()); err != nil {
-		t.Fatal(err)
-	}
+	gates := feature.NewFeatureGates()
 	if err := gates.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): true, string(feature.KubeadmBootstrapFormatRaw): true}); err != nil {
 		t.Fatal(err)
 	}

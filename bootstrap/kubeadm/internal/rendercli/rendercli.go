@@ -17,12 +17,10 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
-	"k8s.io/component-base/featuregate"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/certs"
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
@@ -71,11 +69,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	var o options
-	gates := featuregate.NewFeatureGate()
 	// The same gate definitions the manager uses, in a private instance.
-	if err := gates.Add(feature.DefaultGates()); err != nil {
-		return err
-	}
+	gates := feature.NewFeatureGates()
 	fs := pflag.NewFlagSet("render", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -315,42 +310,16 @@ func (o *options) resolveAction(spec *bootstrapv1.KubeadmConfigSpec) (plan.Actio
 }
 
 func (o *options) certificates(spec *bootstrapv1.KubeadmConfigSpec, action plan.Action) (secret.Certificates, bool, error) {
-	var c secret.Certificates
-	switch action {
-	case plan.ActionInit:
-		c = secret.NewCertificatesForInitialControlPlane(&spec.ClusterConfiguration)
-	case plan.ActionJoinControlPlane:
-		c = secret.NewControlPlaneJoinCerts(&spec.ClusterConfiguration)
-	default:
-		c = secret.NewCertificatesForWorker("")
-	}
+	c := plan.CertificatesFor(action, spec)
 	if o.certificatesDir == "" {
 		return c, true, c.Generate()
 	}
 	// Read from kubeadm's layout under --certificates-dir, whatever paths the
 	// spec will write them to on the machine.
-	layout := secret.NewCertificatesForInitialControlPlane(nil)
-	for _, cert := range c {
-		if cert.External {
-			continue
-		}
-		ref := layout.GetByPurpose(cert.Purpose)
-		if ref == nil {
-			continue
-		}
-		kp := &certs.KeyPair{}
-		var err error
-		if kp.Cert, err = os.ReadFile(filepath.Join(o.certificatesDir, strings.TrimPrefix(ref.CertFile, secret.DefaultCertificatesDir))); err != nil {
-			return nil, false, fmt.Errorf("reading %s certificate: %w", cert.Purpose, err)
-		}
-		if action.IsControlPlane() {
-			if kp.Key, err = os.ReadFile(filepath.Join(o.certificatesDir, strings.TrimPrefix(ref.KeyFile, secret.DefaultCertificatesDir))); err != nil {
-				return nil, false, fmt.Errorf("reading %s key: %w", cert.Purpose, err)
-			}
-		}
-		cert.KeyPair = kp
-	}
-	return c, false, nil
+	err := plan.LoadCertificates(c, action, func(rel string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(o.certificatesDir, rel))
+	})
+	return c, false, err
 }
 
 func (o *options) readSecret(ref plan.SecretRef) ([]byte, error) {

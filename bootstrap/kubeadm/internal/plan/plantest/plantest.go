@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
-	"strings"
 
 	"k8s.io/utils/ptr"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	"sigs.k8s.io/cluster-api/util/certs"
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
@@ -61,40 +59,23 @@ func ReadSecret(ref plan.SecretRef) ([]byte, error) {
 // Certificates returns the committed PKI shaped for action and spec (the
 // certificates' paths follow clusterConfiguration.certificatesDir).
 func Certificates(action plan.Action, spec *bootstrapv1.KubeadmConfigSpec) secret.Certificates {
-	var c secret.Certificates
-	switch action {
-	case plan.ActionInit:
-		c = secret.NewCertificatesForInitialControlPlane(&spec.ClusterConfiguration)
-	case plan.ActionJoinControlPlane:
-		c = secret.NewControlPlaneJoinCerts(&spec.ClusterConfiguration)
-	default:
-		c = secret.NewCertificatesForWorker(spec.JoinConfiguration.CACertPath)
-	}
-	layout := secret.NewCertificatesForInitialControlPlane(nil)
-	for _, cert := range c {
-		ref := layout.GetByPurpose(cert.Purpose)
-		if ref == nil || cert.External {
-			continue
-		}
-		kp := &certs.KeyPair{Cert: read(ref.CertFile)}
-		if action.IsControlPlane() {
-			kp.Key = read(ref.KeyFile)
-		}
-		cert.KeyPair = kp
+	c := plan.CertificatesFor(action, spec)
+	if err := plan.LoadCertificates(c, action, func(rel string) ([]byte, error) {
+		return pki.ReadFile(path.Join("testdata/pki", rel))
+	}); err != nil {
+		panic(err)
 	}
 	return c
 }
 
-func read(machinePath string) []byte {
-	b, err := pki.ReadFile(path.Join("testdata/pki", strings.TrimPrefix(machinePath, secret.DefaultCertificatesDir)))
+// CACert is the test cluster CA certificate (PEM).
+func CACert() []byte {
+	b, err := pki.ReadFile("testdata/pki/ca.crt")
 	if err != nil {
 		panic(err)
 	}
 	return b
 }
-
-// CACert is the test cluster CA certificate (PEM).
-func CACert() []byte { return read(path.Join(secret.DefaultCertificatesDir, "ca.crt")) }
 
 // Input assembles a plan input for spec and action.
 func Input(spec *bootstrapv1.KubeadmConfigSpec, action plan.Action) plan.Input {

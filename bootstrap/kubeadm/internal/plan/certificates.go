@@ -1,0 +1,54 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/cluster-api/util/certs"
+	"sigs.k8s.io/cluster-api/util/secret"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+)
+
+// CertificatesFor returns the cluster certificates an action needs, without
+// key material, at the paths the spec puts them on the machine
+// (clusterConfiguration.certificatesDir, joinConfiguration.caCertPath), as
+// Cluster API's util/secret lays them out.
+func CertificatesFor(action Action, spec *bootstrapv1.KubeadmConfigSpec) secret.Certificates {
+	switch action {
+	case ActionInit:
+		return secret.NewCertificatesForInitialControlPlane(&spec.ClusterConfiguration)
+	case ActionJoinControlPlane:
+		return secret.NewControlPlaneJoinCerts(&spec.ClusterConfiguration)
+	default:
+		return secret.NewCertificatesForWorker(spec.JoinConfiguration.CACertPath)
+	}
+}
+
+// LoadCertificates fills in the key pairs of c from a PKI tree in kubeadm's
+// layout (ca.crt, ca.key, etcd/ca.crt, front-proxy-ca.*, sa.*), read with
+// readFile by path relative to the tree. Keys are read for control-plane
+// actions only: a worker needs just the CA certificate, to pin discovery.
+// User-supplied external etcd certificates are left alone.
+func LoadCertificates(c secret.Certificates, action Action, readFile func(rel string) ([]byte, error)) error {
+	layout := secret.NewCertificatesForInitialControlPlane(nil)
+	rel := func(p string) string { return strings.TrimPrefix(p, secret.DefaultCertificatesDir+"/") }
+	for _, cert := range c {
+		ref := layout.GetByPurpose(cert.Purpose)
+		if ref == nil || cert.External {
+			continue
+		}
+		kp := &certs.KeyPair{}
+		var err error
+		if kp.Cert, err = readFile(rel(ref.CertFile)); err != nil {
+			return fmt.Errorf("reading the %s certificate: %w", cert.Purpose, err)
+		}
+		if action.IsControlPlane() {
+			if kp.Key, err = readFile(rel(ref.KeyFile)); err != nil {
+				return fmt.Errorf("reading the %s key: %w", cert.Purpose, err)
+			}
+		}
+		cert.KeyPair = kp
+	}
+	return nil
+}
