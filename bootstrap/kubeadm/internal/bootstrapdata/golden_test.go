@@ -179,7 +179,18 @@ func checkWithRealValidators(t testing.TB, p *plan.Plan, d *bootstrapdata.Data) 
 			if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(f.Path, []byte(f.Content), 0o600); err != nil {
+			// Parallel cases write the same file: write aside, then rename.
+			tmp, err := os.CreateTemp(filepath.Dir(f.Path), ".discovery-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tmp.WriteString(f.Content); err != nil {
+				t.Fatal(err)
+			}
+			if err := tmp.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp.Name(), f.Path); err != nil {
 				t.Fatal(err)
 			}
 		}
