@@ -173,43 +173,19 @@ var Rules = []Rule{
 	},
 	perItemRejectedInIgnition("diskSetup.partitions[].diskLayout", "partition sizes as percentages of the disk",
 		"Ignition sizes partitions in MiB, not in percentages of the disk",
-		func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
-			var out []*field.Path
-			for i, p := range s.DiskSetup.Partitions {
-				if len(p.DiskLayout) > 0 {
-					out = append(out, base.Child("diskSetup", "partitions").Index(i).Child("diskLayout"))
-				}
-			}
-			return out
-		},
+		itemsWhere(partitions, "diskLayout", func(p upstreambootstrapv1.Partition) bool { return len(p.DiskLayout) > 0 }),
 		func(s *bootstrapv1.KubeadmConfigSpec) {
 			s.DiskSetup = upstreambootstrapv1.DiskSetup{Partitions: []upstreambootstrapv1.Partition{{Device: "/dev/sdb", DiskLayout: []upstreambootstrapv1.PartitionSpec{{Percentage: 50}}}}}
 		}, "diskSetup.partitions[0].diskLayout"),
 	perItemRejectedInIgnition("diskSetup.filesystems[].partition", "partition of the device to format",
 		"not supported (as upstream); name the partition device instead",
-		func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
-			var out []*field.Path
-			for i, fs := range s.DiskSetup.Filesystems {
-				if fs.Partition != "" {
-					out = append(out, base.Child("diskSetup", "filesystems").Index(i).Child("partition"))
-				}
-			}
-			return out
-		},
+		itemsWhere(filesystems, "partition", func(fs upstreambootstrapv1.Filesystem) bool { return fs.Partition != "" }),
 		func(s *bootstrapv1.KubeadmConfigSpec) {
 			s.DiskSetup = upstreambootstrapv1.DiskSetup{Filesystems: []upstreambootstrapv1.Filesystem{{Device: "/dev/sdb", Filesystem: "ext4", Partition: "auto"}}}
 		}, "diskSetup.filesystems[0].partition"),
 	perItemRejectedInIgnition("diskSetup.filesystems[].replaceFS", "file system to replace (Azure)",
 		"not supported (as upstream)",
-		func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
-			var out []*field.Path
-			for i, fs := range s.DiskSetup.Filesystems {
-				if fs.ReplaceFS != "" {
-					out = append(out, base.Child("diskSetup", "filesystems").Index(i).Child("replaceFS"))
-				}
-			}
-			return out
-		},
+		itemsWhere(filesystems, "replaceFS", func(fs upstreambootstrapv1.Filesystem) bool { return fs.ReplaceFS != "" }),
 		func(s *bootstrapv1.KubeadmConfigSpec) {
 			s.DiskSetup = upstreambootstrapv1.DiskSetup{Filesystems: []upstreambootstrapv1.Filesystem{{Device: "/dev/sdb", Filesystem: "ntfs", ReplaceFS: "ntfs"}}}
 		}, "diskSetup.filesystems[0].replaceFS"),
@@ -242,15 +218,7 @@ var Rules = []Rule{
 		}).reportedIn(bootstrapv1.Ignition, "users[0].inactive"),
 	perItemRejectedInIgnition("users[].inactive", "create the user inactive",
 		"Ignition cannot create inactive users (as upstream); false is accepted",
-		func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
-			var out []*field.Path
-			for i, u := range s.Users {
-				if ptr.Deref(u.Inactive, false) {
-					out = append(out, base.Child("users").Index(i).Child("inactive"))
-				}
-			}
-			return out
-		},
+		itemsWhere(users, "inactive", func(u upstreambootstrapv1.User) bool { return ptr.Deref(u.Inactive, false) }),
 		func(s *bootstrapv1.KubeadmConfigSpec) {
 			s.Users = []upstreambootstrapv1.User{{Name: "ops", Inactive: ptr.To(true)}}
 		}, "users[0].inactive"),
@@ -293,6 +261,33 @@ func (r Rule) reportedIn(format bootstrapv1.Format, path string) Rule {
 	}
 	r.ExamplePaths[format] = path
 	return r
+}
+
+// list names a list in the spec and says where it lives.
+type list[T any] struct {
+	path  []string
+	items func(*bootstrapv1.KubeadmConfigSpec) []T
+}
+
+var (
+	partitions  = list[upstreambootstrapv1.Partition]{[]string{"diskSetup", "partitions"}, func(s *bootstrapv1.KubeadmConfigSpec) []upstreambootstrapv1.Partition { return s.DiskSetup.Partitions }}
+	filesystems = list[upstreambootstrapv1.Filesystem]{[]string{"diskSetup", "filesystems"}, func(s *bootstrapv1.KubeadmConfigSpec) []upstreambootstrapv1.Filesystem {
+		return s.DiskSetup.Filesystems
+	}}
+	users = list[upstreambootstrapv1.User]{[]string{"users"}, func(s *bootstrapv1.KubeadmConfigSpec) []upstreambootstrapv1.User { return s.Users }}
+)
+
+// itemsWhere returns the paths of child in every item of l for which set holds.
+func itemsWhere[T any](l list[T], child string, set func(T) bool) func(*bootstrapv1.KubeadmConfigSpec, *field.Path) []*field.Path {
+	return func(s *bootstrapv1.KubeadmConfigSpec, base *field.Path) []*field.Path {
+		var out []*field.Path
+		for i, item := range l.items(s) {
+			if set(item) {
+				out = append(out, base.Child(l.path[0], l.path[1:]...).Index(i).Child(child))
+			}
+		}
+		return out
+	}
 }
 
 // topLevel is the spec field a path starts with (files for files[].encoding).
