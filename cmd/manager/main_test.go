@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 
@@ -44,23 +42,6 @@ func buildManager(t *testing.T) string {
 	return bin
 }
 
-func kubeconfigFor(t *testing.T, env *testenv.Env) string {
-	t.Helper()
-	user, err := env.Environment.AddUser(envtest.User{Name: "manager", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // TestManagerServesHealthAndReadiness starts the real binary against a real
 // API server, probes it the way a kubelet would, and has the API server call
 // its admission webhooks over TLS.
@@ -68,7 +49,10 @@ func TestManagerServesHealthAndReadiness(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{WithWebhooks: true})
 	hooks := env.Environment.WebhookInstallOptions
 	bin := buildManager(t)
-	kubeconfig := kubeconfigFor(t, env)
+	kubeconfig, err := testenv.WriteAdminKubeconfig(env.Environment, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	healthPort := freePort(t)
 
 	var logs bytes.Buffer

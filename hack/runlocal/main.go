@@ -9,13 +9,11 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/manager"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 func main() {
@@ -26,39 +24,23 @@ func main() {
 }
 
 func run() error {
-	assets, err := testbin.EnvtestAssets()
+	// The API server calls the manager's webhooks with a certificate envtest makes.
+	env, err := testenv.NewEnvironment(testenv.Options{WithWebhooks: true})
 	if err != nil {
 		return err
-	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join("bootstrap", "kubeadm", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		// The API server calls the manager's webhooks with a certificate envtest makes.
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join("bootstrap", "kubeadm", "config", "webhook", "manifests.yaml")},
-		},
 	}
 	if _, err := env.Start(); err != nil {
 		return fmt.Errorf("starting the local API server: %w", err)
 	}
 	defer func() { _ = env.Stop() }()
 
-	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return err
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "cabpk-formats-runlocal-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+	path, err := testenv.WriteAdminKubeconfig(env, dir)
+	if err != nil {
 		return err
 	}
 	fmt.Printf("local API server running; try: KUBECONFIG=%s kubectl get kubeadmconfigs -A\n", path)

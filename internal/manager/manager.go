@@ -167,11 +167,8 @@ func Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
-	if err := (&webhooks.KubeadmConfig{Gates: feature.Gates}).SetupWebhookWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the KubeadmConfig webhooks: %w", err)
-	}
-	if err := (&webhooks.KubeadmConfigTemplate{Gates: feature.Gates}).SetupWebhookWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the KubeadmConfigTemplate webhooks: %w", err)
+	if err := webhooks.SetupWithManager(mgr, feature.Gates); err != nil {
+		return err
 	}
 
 	// Live and ready once the webhook server serves: admission is what this

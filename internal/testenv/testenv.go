@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -53,19 +54,20 @@ type Options struct {
 	WithWebhooks bool
 }
 
-// Start launches the API server and stops it when the test ends.
-func Start(t testing.TB, opts Options) *Env {
-	t.Helper()
+// NewEnvironment describes an API server with this provider's CRDs and, with
+// webhooks, its webhook configurations. Tests use it through Start; `make run`
+// (hack/runlocal) starts it directly.
+func NewEnvironment(opts Options) (*envtest.Environment, error) {
 	assets, err := testbin.EnvtestAssets()
 	if err != nil {
-		t.Fatalf("%v", err)
+		return nil, err
 	}
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := bootstrapv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
@@ -76,6 +78,31 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.WithWebhooks {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{WebhookManifests()}}
 	}
+	return env, nil
+}
+
+// WriteAdminKubeconfig writes a kubeconfig for a cluster-admin user of a
+// started env to dir and returns its path, for processes outside the test.
+func WriteAdminKubeconfig(env *envtest.Environment, dir string) (string, error) {
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// Start launches the API server and stops it when the test ends.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	env, err := NewEnvironment(opts)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
@@ -85,9 +112,9 @@ func Start(t testing.TB, opts Options) *Env {
 			t.Logf("stopping envtest: %v", err)
 		}
 	})
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, Environment: env}
+	return &Env{Config: cfg, Client: c, Scheme: env.Scheme, Environment: env}
 }

@@ -32,10 +32,7 @@ func (e *Env) ServeWebhooks(t testing.TB, gates featuregate.FeatureGate) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&webhooks.KubeadmConfig{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&webhooks.KubeadmConfigTemplate{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
+	if err := webhooks.SetupWithManager(mgr, gates); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

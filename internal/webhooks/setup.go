@@ -1,0 +1,20 @@
+package webhooks
+
+import (
+	"fmt"
+
+	"k8s.io/component-base/featuregate"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// SetupWithManager registers every admission webhook of this provider with
+// mgr's webhook server, deciding formats with gates.
+func SetupWithManager(mgr ctrl.Manager, gates featuregate.FeatureGate) error {
+	if err := (&KubeadmConfig{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the KubeadmConfig webhooks: %w", err)
+	}
+	if err := (&KubeadmConfigTemplate{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the KubeadmConfigTemplate webhooks: %w", err)
+	}
+	return nil
+}
