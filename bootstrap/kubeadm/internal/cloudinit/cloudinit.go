@@ -189,19 +189,21 @@ func Build(p *plan.Plan) (*Config, error) {
 	return c, nil
 }
 
+var partitionTypeCodes = map[string]string{
+	upstreambootstrapv1.PartitionTypeLinux:         "83",
+	upstreambootstrapv1.PartitionTypeLinuxSwap:     "82",
+	upstreambootstrapv1.PartitionTypeLinuxRAID:     "fd",
+	upstreambootstrapv1.PartitionTypeLVM:           "8e",
+	upstreambootstrapv1.PartitionTypeFat32:         "0c",
+	upstreambootstrapv1.PartitionTypeNTFS:          "07",
+	upstreambootstrapv1.PartitionTypeLinuxExtended: "85",
+}
+
 // partitionTypeCode maps the API's partition type names to the MBR type codes
 // cloud-init passes to sfdisk; GUIDs pass through. Numeric codes are emitted
 // as numbers, as cloud-init's schema expects.
 func partitionTypeCode(t string) any {
-	code := map[string]string{
-		upstreambootstrapv1.PartitionTypeLinux:         "83",
-		upstreambootstrapv1.PartitionTypeLinuxSwap:     "82",
-		upstreambootstrapv1.PartitionTypeLinuxRAID:     "fd",
-		upstreambootstrapv1.PartitionTypeLVM:           "8e",
-		upstreambootstrapv1.PartitionTypeFat32:         "0c",
-		upstreambootstrapv1.PartitionTypeNTFS:          "07",
-		upstreambootstrapv1.PartitionTypeLinuxExtended: "85",
-	}[t]
+	code := partitionTypeCodes[t]
 	if code == "" {
 		return t
 	}
