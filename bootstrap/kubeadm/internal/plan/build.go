@@ -1,10 +1,8 @@
 package plan
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
-	"text/template"
 
 	"github.com/blang/semver/v4"
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +36,22 @@ type Cluster struct {
 	ServiceDomain string
 	ServiceSubnet string
 	PodSubnet     string
+}
+
+// VersionError is a Kubernetes version the plan cannot use: missing, not a
+// version, or outside what kubeadm's configuration API versions cover.
+type VersionError struct {
+	// Of says whose version it is: the machine's or the control plane's.
+	Of      string
+	Version string
+	Problem string
+}
+
+func (e *VersionError) Error() string {
+	if e.Version == "" {
+		return fmt.Sprintf("the Kubernetes version of %s %s", e.Of, e.Problem)
+	}
+	return fmt.Sprintf("the Kubernetes version of %s (%q) %s", e.Of, e.Version, e.Problem)
 }
 
 // SecretRef names a key of a Secret in the KubeadmConfig's namespace.
@@ -79,15 +93,15 @@ func Build(in Input) (*Plan, error) {
 		return nil, fmt.Errorf("unknown action %q: must be one of init, join-control-plane, join", in.Action)
 	}
 	if in.Cluster.KubernetesVersion == "" {
-		return nil, fmt.Errorf("the machine's Kubernetes version is required")
+		return nil, &VersionError{Of: "the machine", Problem: "is required"}
 	}
 	version, err := semver.ParseTolerant(in.Cluster.KubernetesVersion)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes version %q: %w", in.Cluster.KubernetesVersion, err)
+		return nil, &VersionError{Of: "the machine", Version: in.Cluster.KubernetesVersion, Problem: "is not a version"}
 	}
 	gv, err := kubeadmtypes.KubeVersionToKubeadmAPIGroupVersion(version)
 	if err != nil {
-		return nil, err
+		return nil, &VersionError{Of: "the machine", Version: in.Cluster.KubernetesVersion, Problem: err.Error()}
 	}
 
 	p := &Plan{
@@ -339,7 +353,7 @@ func resolveFiles(files []upstreambootstrapv1.File, in Input) ([]File, error) {
 	if v := in.Cluster.ControlPlaneVersion; v != "" {
 		parsed, err := semver.ParseTolerant(v)
 		if err != nil {
-			return nil, fmt.Errorf("control-plane version %q: %w", v, err)
+			return nil, &VersionError{Of: "the control plane", Version: v, Problem: "is not a version"}
 		}
 		tmplData["controlPlane"] = map[string]any{"version": "v" + parsed.String()}
 	}
@@ -360,7 +374,7 @@ func resolveFiles(files []upstreambootstrapv1.File, in Input) ([]File, error) {
 		if f.ContentFormat == upstreambootstrapv1.FileContentFormatTemplate {
 			rendered, err := renderTemplate(f.Path, content, tmplData)
 			if err != nil {
-				return nil, field.Invalid(path.Child("content"), f.Path, err.Error())
+				return nil, &TemplateError{Field: path.String(), Path: f.Path, Problem: err.Error()}
 			}
 			content = rendered
 		}
@@ -370,30 +384,6 @@ func resolveFiles(files []upstreambootstrapv1.File, in Input) ([]File, error) {
 		})
 	}
 	return out, nil
-}
-
-// maxTemplateOutput bounds what a spec.files template may expand to.
-const maxTemplateOutput = 1 << 20
-
-type cappedBuffer struct{ bytes.Buffer }
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > maxTemplateOutput {
-		return 0, fmt.Errorf("template output exceeds %d bytes", maxTemplateOutput)
-	}
-	return b.Buffer.Write(p)
-}
-
-func renderTemplate(name, content string, data map[string]any) (string, error) {
-	t, err := template.New(name).Option("missingkey=error").Parse(content)
-	if err != nil {
-		return "", fmt.Errorf("template does not parse: %w", err)
-	}
-	var out cappedBuffer
-	if err := t.Execute(&out, data); err != nil {
-		return "", fmt.Errorf("template fails: %w", err)
-	}
-	return out.String(), nil
 }
 
 func resolveUsers(users []upstreambootstrapv1.User, read func(SecretRef) ([]byte, error)) ([]User, error) {

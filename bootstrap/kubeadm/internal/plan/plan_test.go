@@ -127,9 +127,9 @@ func TestJoinErrorsNameTheField(t *testing.T) {
 			in.Spec.Files = []upstreambootstrapv1.File{{Path: "/x", ContentFrom: upstreambootstrapv1.FileSource{Secret: upstreambootstrapv1.SecretFileSource{Name: "nope", Key: "k"}}}}
 		}, "spec.files[0].contentFrom.secret"},
 		"template error": {func(in *plan.Input) {
-			in.Spec.Files = []upstreambootstrapv1.File{{Path: "/x", Content: "{{ .nothing.here }}", ContentFormat: upstreambootstrapv1.FileContentFormatTemplate}}
-		}, "spec.files[0].content"},
-		"no version": {func(in *plan.Input) { in.Cluster.KubernetesVersion = "" }, "Kubernetes version is required"},
+			in.Spec.Files = []upstreambootstrapv1.File{{Path: "/x", Content: `{{ template "missing" }}`, ContentFormat: upstreambootstrapv1.FileContentFormatTemplate}}
+		}, "spec.files[0]: template for /x fails"},
+		"no version": {func(in *plan.Input) { in.Cluster.KubernetesVersion = "" }, "Kubernetes version of the machine is required"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
