@@ -49,7 +49,8 @@ generate-manifests: $(CONTROLLER_GEN)
 	# CRDs: controller-gen's CRD generator, one parser per kind (see hack/crdgen).
 	go run ./hack/crdgen -output-dir ./$(CONFIG_DIR)/crd/bases ./bootstrap/kubeadm/api/...
 	$(CONTROLLER_GEN) \
-		paths=./cmd/... \
+		paths=./bootstrap/kubeadm/cmd/... \
+		paths=./bootstrap/kubeadm/internal/... \
 		paths=./internal/... \
 		rbac:roleName=manager-role \
 		webhook \
@@ -66,7 +67,7 @@ verify-generate: generate ## Fail if generated files differ from what is committ
 
 .PHONY: build
 build: ## Build the manager and render binaries into bin/.
-	go build -o $(BIN_DIR)/manager ./cmd/manager
+	go build -o $(BIN_DIR)/manager ./bootstrap/kubeadm/cmd/manager
 	go build -o $(BIN_DIR)/render ./bootstrap/kubeadm/cmd/render
 
 ##@ Test
@@ -99,4 +100,5 @@ bench: ## Benchmark the renderers side by side with upstream Cluster API's; benc
 .PHONY: run
 run: ## Start a local API server with the CRDs and run the manager against it (Ctrl-C stops).
 	hack/tools.sh envtest
-	go run ./hack/runlocal $(ARGS)
+	go build -o $(BIN_DIR)/manager ./bootstrap/kubeadm/cmd/manager
+	go run ./hack/runlocal $(BIN_DIR)/manager $(ARGS)

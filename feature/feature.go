@@ -20,6 +20,13 @@ const (
 	//
 	// alpha: v0.1
 	KubeadmBootstrapFormatRaw featuregate.Feature = "KubeadmBootstrapFormatRaw"
+
+	// MachinePool lets the controller bootstrap KubeadmConfigs owned by
+	// MachinePools (and watch MachinePools, whose CRD must then be installed),
+	// as Cluster API's gate of the same name does.
+	//
+	// beta: v0.1
+	MachinePool featuregate.Feature = "MachinePool"
 )
 
 // EnvVar returns the clusterctl variable that sets a gate in the shipped
@@ -31,6 +38,7 @@ func EnvVar(f featuregate.Feature) string {
 var envVars = map[featuregate.Feature]string{
 	KubeadmBootstrapFormatIgnition: "EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION",
 	KubeadmBootstrapFormatRaw:      "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW",
+	MachinePool:                    "EXP_MACHINE_POOL",
 }
 
 // NewFeatureGates returns a fresh gate set with this provider's gates at their
@@ -45,6 +53,7 @@ func NewFeatureGates() featuregate.MutableFeatureGate {
 var defaultGates = map[featuregate.Feature]featuregate.FeatureSpec{
 	KubeadmBootstrapFormatIgnition: {Default: false, PreRelease: featuregate.Alpha},
 	KubeadmBootstrapFormatRaw:      {Default: false, PreRelease: featuregate.Alpha},
+	MachinePool:                    {Default: true, PreRelease: featuregate.Beta},
 }
 
 var (

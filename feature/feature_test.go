@@ -6,10 +6,10 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func TestGatesDefaultOffAndSettableByFlag(t *testing.T) {
+func TestGateDefaultsAndFlags(t *testing.T) {
 	for f := range defaultGates {
-		if Gates.Enabled(f) {
-			t.Errorf("%s must be off by default", f)
+		if want := f == MachinePool; Gates.Enabled(f) != want {
+			t.Errorf("%s enabled by default: %v, want %v", f, Gates.Enabled(f), want)
 		}
 		if EnvVar(f) == "" {
 			t.Errorf("%s has no clusterctl variable", f)

@@ -1,31 +1,45 @@
 // Command runlocal starts a throwaway management-cluster API server (the
-// kube-apiserver and etcd that hack/tools.sh builds) with this provider's CRDs
-// installed, and runs the manager against it until interrupted. It is what
-// `make run` does, so the provider can be tried on a machine with no cluster.
+// kube-apiserver and etcd that hack/tools.sh builds) with Cluster API's core
+// CRDs and this provider's CRDs and webhooks installed, and runs the manager
+// binary against it until interrupted. It is what `make run` does, so the
+// provider can be tried on a machine with no cluster.
 //
-//	go run ./hack/runlocal [manager flags...]
+//	go run ./hack/runlocal <manager binary> [manager flags...]
+//
+// Ctrl-C, or SIGTERM to this process, stops the manager, then the API server
+// and etcd: nothing is left running.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/manager"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 func main() {
-	if err := run(); err != nil {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: runlocal <manager binary> [manager flags...]")
+		os.Exit(2)
+	}
+	if err := run(os.Args[1], os.Args[2:]); err != nil {
 		fmt.Fprintf(os.Stderr, "runlocal: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(manager string, extra []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
 	// The API server calls the manager's webhooks with a certificate envtest makes.
-	env, err := testenv.NewEnvironment(testenv.Options{WithWebhooks: true})
+	env, err := testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true})
 	if err != nil {
 		return err
 	}
@@ -54,6 +68,32 @@ func run() error {
 		"--health-addr=127.0.0.1:9440",
 		"--diagnostics-address=127.0.0.1:8443",
 		"--insecure-diagnostics",
-	}, os.Args[1:]...)
-	return manager.Run(ctrl.SetupSignalHandler(), args)
+	}, extra...)
+	cmd := exec.Command(manager, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// Its own process group: a terminal's Ctrl-C reaches the manager through
+	// this process only, so the order of shutdown stays ours.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the manager: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("the manager exited: %w", err)
+	case <-ctx.Done():
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			return err
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	return nil
 }

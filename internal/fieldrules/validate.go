@@ -23,17 +23,25 @@ var formatGates = map[bootstrapv1.Format]featuregate.Feature{
 	bootstrapv1.Raw:      feature.KubeadmBootstrapFormatRaw,
 }
 
+// FormatDisabled says why format cannot be used with gates, naming the gate,
+// the manager flag and the clusterctl variable; empty when it can be used.
+func FormatDisabled(format bootstrapv1.Format, gates featuregate.FeatureGate) string {
+	gate, gated := formatGates[format]
+	if !gated || gates.Enabled(gate) {
+		return ""
+	}
+	return fmt.Sprintf("format %q can be set only if the %s feature gate is enabled (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
+		format, gate, gate, feature.EnvVar(gate))
+}
+
 // Validate checks a KubeadmConfig spec found at base (spec, or
 // spec.template.spec for templates) and returns every problem at once.
 func Validate(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate, base *field.Path) field.ErrorList {
 	errs := validateCommon(spec, base)
 
 	format := spec.EffectiveFormat()
-	if gate, gated := formatGates[format]; gated && !gates.Enabled(gate) {
-		errs = append(errs, field.Forbidden(base.Child("format"), fmt.Sprintf(
-			"format %q can be set only if the %s feature gate is enabled (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
-			format, gate, gate, feature.EnvVar(gate))))
-		return errs
+	if msg := FormatDisabled(format, gates); msg != "" {
+		return append(errs, field.Forbidden(base.Child("format"), msg))
 	}
 
 	errs = append(errs, CheckFormatFields(spec, base)...)

@@ -4,15 +4,21 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
@@ -36,6 +42,28 @@ func WebhookManifests() string {
 	return filepath.Join(RepoRoot(), "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml")
 }
 
+// ClusterAPICRDDir holds Cluster API's core CRDs (Cluster, Machine,
+// MachinePool, ...) in the module cache, at the version go.mod pins.
+func ClusterAPICRDDir() (string, error) {
+	clusterAPIDir.once.Do(func() {
+		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
+		cmd.Dir = RepoRoot()
+		out, err := cmd.Output()
+		if err != nil {
+			clusterAPIDir.err = fmt.Errorf("locating sigs.k8s.io/cluster-api in the module cache: %w", err)
+			return
+		}
+		clusterAPIDir.dir = filepath.Join(strings.TrimSpace(string(out)), "core", "config", "crd", "bases")
+	})
+	return clusterAPIDir.dir, clusterAPIDir.err
+}
+
+var clusterAPIDir struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
 // Env is a running API server with the CRDs installed.
 type Env struct {
 	Config *rest.Config
@@ -52,6 +80,9 @@ type Options struct {
 	// allocates (Environment.WebhookInstallOptions); a webhook server must
 	// then serve there (see ServeWebhooks, or the manager's flags).
 	WithWebhooks bool
+	// WithClusterAPI also installs Cluster API's core CRDs, which the
+	// KubeadmConfig controller watches.
+	WithClusterAPI bool
 }
 
 // NewEnvironment describes an API server with this provider's CRDs and, with
@@ -74,6 +105,16 @@ func NewEnvironment(opts Options) (*envtest.Environment, error) {
 		CRDDirectoryPaths:     []string{CRDDir()},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+	}
+	if opts.WithClusterAPI {
+		dir, err := ClusterAPICRDDir()
+		if err != nil {
+			return nil, err
+		}
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, dir)
+		if err := clusterv1.AddToScheme(scheme); err != nil {
+			return nil, err
+		}
 	}
 	if opts.WithWebhooks {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{WebhookManifests()}}

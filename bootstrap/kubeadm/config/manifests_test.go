@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/manager"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/manager"
 )
 
 func build(t *testing.T, dir string) resmap.ResMap {
@@ -106,14 +106,14 @@ func checkManagerArgs(t *testing.T, deployment string) {
 		}
 	}
 	joined := strings.Join(args, " ")
-	for _, v := range []string{"${EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION:=false}", "${EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW:=false}"} {
+	for _, v := range []string{"${EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION:=false}", "${EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW:=false}", "${EXP_MACHINE_POOL:=true}", "${KUBEADM_BOOTSTRAP_TOKEN_TTL:=15m}"} {
 		if !strings.Contains(joined, v) {
 			t.Errorf("manager args lack %s: %v", v, args)
 		}
 	}
 	for name, env := range map[string]map[string]string{
 		"defaults": {},
-		"gates on": {"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW": "true"},
+		"gates on": {"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW": "true", "EXP_MACHINE_POOL": "false", "KUBEADM_BOOTSTRAP_TOKEN_TTL": "30m"},
 	} {
 		var substituted []string
 		for _, a := range args {

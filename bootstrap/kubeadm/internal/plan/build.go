@@ -6,6 +6,7 @@ import (
 
 	"github.com/blang/semver/v4"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"k8s.io/utils/ptr"
@@ -78,6 +79,23 @@ type Input struct {
 
 var specPath = field.NewPath("spec")
 
+// MachineVersion parses a machine's Kubernetes version and picks the kubeadm
+// configuration API version for it; the error is a *VersionError.
+func MachineVersion(v string) (semver.Version, schema.GroupVersion, error) {
+	if v == "" {
+		return semver.Version{}, schema.GroupVersion{}, &VersionError{Of: "the machine", Problem: "is required"}
+	}
+	version, err := semver.ParseTolerant(v)
+	if err != nil {
+		return semver.Version{}, schema.GroupVersion{}, &VersionError{Of: "the machine", Version: v, Problem: "is not a version"}
+	}
+	gv, err := kubeadmtypes.KubeVersionToKubeadmAPIGroupVersion(version)
+	if err != nil {
+		return semver.Version{}, schema.GroupVersion{}, &VersionError{Of: "the machine", Version: v, Problem: err.Error()}
+	}
+	return version, gv, nil
+}
+
 // Build computes the plan. Errors name the field they are about and never
 // carry secret values.
 func Build(in Input) (*Plan, error) {
@@ -92,16 +110,9 @@ func Build(in Input) (*Plan, error) {
 	if !slices.Contains(Actions, in.Action) {
 		return nil, fmt.Errorf("unknown action %q: must be one of init, join-control-plane, join", in.Action)
 	}
-	if in.Cluster.KubernetesVersion == "" {
-		return nil, &VersionError{Of: "the machine", Problem: "is required"}
-	}
-	version, err := semver.ParseTolerant(in.Cluster.KubernetesVersion)
+	version, gv, err := MachineVersion(in.Cluster.KubernetesVersion)
 	if err != nil {
-		return nil, &VersionError{Of: "the machine", Version: in.Cluster.KubernetesVersion, Problem: "is not a version"}
-	}
-	gv, err := kubeadmtypes.KubeVersionToKubeadmAPIGroupVersion(version)
-	if err != nil {
-		return nil, &VersionError{Of: "the machine", Version: in.Cluster.KubernetesVersion, Problem: err.Error()}
+		return nil, err
 	}
 
 	p := &Plan{

@@ -1,6 +1,7 @@
 // Package manager assembles the provider's controller-runtime manager from
 // command-line flags: health probes, metrics, leader election, the feature
-// gates and the admission webhooks.
+// gates, the admission webhooks, the cluster cache for workload clusters and
+// the KubeadmConfig controller.
 package manager
 
 import (
@@ -10,7 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -21,12 +25,17 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	capisetup "sigs.k8s.io/cluster-api/bootstrap/kubeadm/setup"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/controllers/remote"
 	capiflags "sigs.k8s.io/cluster-api/util/flags"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks"
 )
@@ -35,7 +44,10 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-const leaderElectionID = "kubeadm-bootstrap-formats-manager-leader-election"
+const (
+	leaderElectionID = "kubeadm-bootstrap-formats-manager-leader-election"
+	controllerName   = "cabpk-formats-manager"
+)
 
 // Options are the manager's command-line settings.
 type Options struct {
@@ -54,6 +66,12 @@ type Options struct {
 	webhookCertDir      string
 	webhookCertName     string
 	webhookKeyName      string
+	watchFilter         string
+	tokenTTL            time.Duration
+	configConcurrency   int
+	cacheConcurrency    int
+	cacheClientQPS      float32
+	cacheClientBurst    int
 	manager             capiflags.ManagerOptions
 	logs                *logs.Options
 }
@@ -75,6 +93,12 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/", "Directory holding the webhook serving certificate and key.")
 	fs.StringVar(&o.webhookCertName, "webhook-cert-name", "tls.crt", "File name of the webhook serving certificate.")
 	fs.StringVar(&o.webhookKeyName, "webhook-key-name", "tls.key", "File name of the webhook serving key.")
+	fs.StringVar(&o.watchFilter, "watch-filter", "", fmt.Sprintf("Only reconcile objects whose %s label has this value (default: all).", clusterv1.WatchLabel))
+	fs.DurationVar(&o.tokenTTL, "bootstrap-token-ttl", kubeadmconfig.DefaultTokenTTL, "How long a bootstrap token is valid after it is created or extended; tokens of machines that have not joined are extended at half this time.")
+	fs.IntVar(&o.configConcurrency, "kubeadmconfig-concurrency", 100, "Number of KubeadmConfigs reconciled at the same time.")
+	fs.IntVar(&o.cacheConcurrency, "clustercache-concurrency", 100, "Number of workload clusters the cluster cache connects to at the same time.")
+	fs.Float32Var(&o.cacheClientQPS, "clustercache-client-qps", 20, "Queries per second allowed towards each workload cluster's API server.")
+	fs.IntVar(&o.cacheClientBurst, "clustercache-client-burst", 30, "Burst of queries allowed towards each workload cluster's API server.")
 	capiflags.AddManagerOptions(fs, &o.manager)
 	feature.MutableGates.AddFlag(fs)
 }
@@ -130,17 +154,25 @@ func Run(ctx context.Context, args []string) error {
 	}
 	restConfig.QPS = opts.restQPS
 	restConfig.Burst = opts.restBurst
-	restConfig.UserAgent = "cabpk-formats-manager"
+	restConfig.UserAgent = remote.DefaultClusterAPIUserAgent(controllerName)
 
 	tlsOpts, metricsOpts, err := capiflags.GetManagerOptions(opts.manager)
 	if err != nil {
 		return fmt.Errorf("invalid flags: %w", err)
 	}
 
-	cacheOpts := cache.Options{SyncPeriod: &opts.syncPeriod}
-	if opts.watchNamespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.watchNamespace: {}}
+	if opts.tokenTTL <= 0 {
+		return fmt.Errorf("--bootstrap-token-ttl must be positive, got %s", opts.tokenTTL)
 	}
+	// Upstream's cache layout: Secrets only with a cluster-name label and data
+	// kept only for certificates; Secrets and ConfigMaps are read live unless a
+	// caching client asks. The init lock's ConfigMaps are cached here too.
+	cacheOpts := capisetup.ManagerCacheOptions(scheme, controllerName, opts.watchNamespace, opts.syncPeriod)
+	hasCluster, err := labels.NewRequirement(clusterv1.ClusterNameLabel, selection.Exists, nil)
+	if err != nil {
+		return err
+	}
+	cacheOpts.ByObject[&corev1.ConfigMap{}] = cache.ByObject{Label: labels.NewSelector().Add(*hasCluster)}
 
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                     scheme,
@@ -155,6 +187,7 @@ func Run(ctx context.Context, args []string) error {
 		PprofBindAddress:           opts.profilerAddr,
 		Metrics:                    *metricsOpts,
 		Cache:                      cacheOpts,
+		Client:                     capisetup.ManagerClientOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Port:     opts.webhookPort,
 			CertDir:  opts.webhookCertDir,
@@ -170,9 +203,12 @@ func Run(ctx context.Context, args []string) error {
 	if err := webhooks.SetupWithManager(mgr, feature.Gates); err != nil {
 		return err
 	}
+	if err := setupController(ctx, mgr, opts); err != nil {
+		return err
+	}
 
-	// Live and ready once the webhook server serves: admission is what this
-	// manager does for the API server until controllers are added.
+	// Live and ready once the webhook server serves: the API server needs it
+	// for every KubeadmConfig write.
 	if err := mgr.AddHealthzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
@@ -182,4 +218,36 @@ func Run(ctx context.Context, args []string) error {
 
 	log.Info("starting manager")
 	return mgr.Start(ctx)
+}
+
+// setupController starts the cluster cache (connections to workload clusters)
+// and the KubeadmConfig controller.
+func setupController(ctx context.Context, mgr ctrl.Manager, opts *Options) error {
+	cachingClient, err := capisetup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return fmt.Errorf("creating the caching client: %w", err)
+	}
+	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient:     cachingClient,
+		Cache:            capisetup.ClusterCacheCacheOptions(),
+		Client:           capisetup.ClusterCacheClientOptions(controllerName, opts.cacheClientQPS, opts.cacheClientBurst),
+		WatchFilterValue: opts.watchFilter,
+	}, controller.Options{MaxConcurrentReconciles: opts.cacheConcurrency})
+	if err != nil {
+		return fmt.Errorf("setting up the cluster cache: %w", err)
+	}
+	r := &kubeadmconfig.Reconciler{
+		Client:           mgr.GetClient(),
+		CachingClient:    cachingClient,
+		APIReader:        mgr.GetAPIReader(),
+		ClusterCache:     clusterCache,
+		Gates:            feature.Gates,
+		Recorder:         mgr.GetEventRecorder("kubeadmconfig-controller"),
+		TokenTTL:         opts.tokenTTL,
+		WatchFilterValue: opts.watchFilter,
+	}
+	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.configConcurrency}); err != nil {
+		return fmt.Errorf("setting up the KubeadmConfig controller: %w", err)
+	}
+	return nil
 }

@@ -9,7 +9,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/manager"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/manager"
 )
 
 func main() {

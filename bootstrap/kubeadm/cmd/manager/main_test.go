@@ -18,7 +18,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/manager"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/manager"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
@@ -46,7 +46,7 @@ func buildManager(t *testing.T) string {
 // API server, probes it the way a kubelet would, and has the API server call
 // its admission webhooks over TLS.
 func TestManagerServesHealthAndReadiness(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{WithWebhooks: true})
+	env := testenv.Start(t, testenv.Options{WithWebhooks: true, WithClusterAPI: true})
 	hooks := env.Environment.WebhookInstallOptions
 	bin := buildManager(t)
 	kubeconfig, err := testenv.WriteAdminKubeconfig(env.Environment, t.TempDir())

@@ -1,0 +1,156 @@
+package bootstraptoken_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newManager() (bootstraptoken.Manager, client.Client, *clock) {
+	c := fake.NewClientBuilder().Build()
+	clk := &clock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	return bootstraptoken.Manager{Client: c, TTL: 15 * time.Minute, Now: clk.now}, c, clk
+}
+
+var owner = bootstraptoken.Owner{UID: "uid-1", Namespace: "ns", Name: "worker-0"}
+
+func tokenSecret(t *testing.T, c client.Client, id string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: bootstraputil.BootstrapTokenSecretName(id)}, s); err != nil {
+		t.Fatalf("token %s: %v", id, err)
+	}
+	return s
+}
+
+func TestCreateIsIdempotentPerOwnerAndPrevious(t *testing.T) {
+	m, c, _ := newManager()
+	ctx := context.Background()
+	first, _, err := m.Create(ctx, owner, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bootstraputil.IsValidBootstrapToken(first.Value()) {
+		t.Fatalf("not a valid token: %s", first)
+	}
+	again, _, err := m.Create(ctx, owner, "")
+	if err != nil || again != first {
+		t.Fatalf("a retry must find the first token: %v %v", again, err)
+	}
+	s := tokenSecret(t, c, first.ID)
+	if s.Type != bootstrapapi.SecretTypeBootstrapToken || s.Labels[bootstraptoken.OwnerUIDLabel] != "uid-1" ||
+		string(s.Data[bootstrapapi.BootstrapTokenExtraGroupsKey]) != "system:bootstrappers:kubeadm:default-node-token" {
+		t.Errorf("token secret: %+v", s)
+	}
+	next, _, err := m.Create(ctx, owner, first.ID)
+	if err != nil || next.ID == first.ID {
+		t.Fatalf("a replacement must get its own ID: %v %v", next, err)
+	}
+	list := &corev1.SecretList{}
+	if err := c.List(ctx, list); err != nil || len(list.Items) != 2 {
+		t.Fatalf("want 2 tokens, got %d (%v)", len(list.Items), err)
+	}
+}
+
+func TestCreateSkipsSomeoneElsesID(t *testing.T) {
+	m, c, _ := newManager()
+	ctx := context.Background()
+	taken := bootstraptoken.DeriveID(owner.UID, "", 0)
+	foreign := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: bootstraputil.BootstrapTokenSecretName(taken), Namespace: metav1.NamespaceSystem},
+		Type:       bootstrapapi.SecretTypeBootstrapToken,
+		Data:       map[string][]byte{bootstrapapi.BootstrapTokenSecretKey: []byte("0123456789abcdef")},
+	}
+	if err := c.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := m.Create(ctx, owner, "")
+	if err != nil || tok.ID == taken || tok.ID != bootstraptoken.DeriveID(owner.UID, "", 1) {
+		t.Fatalf("want the next derived ID, got %v %v", tok, err)
+	}
+}
+
+func TestKeepExtendsRecreatesAndLeavesFreshTokensAlone(t *testing.T) {
+	m, c, clk := newManager()
+	ctx := context.Background()
+	tok, expires, err := m.Create(ctx, owner, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := func(context.Context) (bootstraptoken.Token, error) { return tok, nil }
+	got, did, err := m.Keep(ctx, owner, tok.ID, recorded)
+	if err != nil || did != bootstraptoken.Unchanged || !got.Equal(expires) {
+		t.Fatalf("a fresh token must not be written: %v %v %v", got, did, err)
+	}
+	clk.t = m.NextCheck(expires)
+	got, did, err = m.Keep(ctx, owner, tok.ID, recorded)
+	if err != nil || did != bootstraptoken.Extended || !got.Equal(clk.t.Add(m.TTL)) {
+		t.Fatalf("at the half-way check the token must be extended: %v %v %v", got, did, err)
+	}
+	if err := c.Delete(ctx, tokenSecret(t, c, tok.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, did, err = m.Keep(ctx, owner, tok.ID, recorded); err != nil || did != bootstraptoken.Recreated {
+		t.Fatalf("a deleted token must be re-created: %v %v", did, err)
+	}
+	s := tokenSecret(t, c, tok.ID)
+	if string(s.Data[bootstrapapi.BootstrapTokenSecretKey]) != tok.Secret {
+		t.Error("re-created token must keep its secret: the machine already has it")
+	}
+}
+
+func TestDeleteOnlyOwnedTokens(t *testing.T) {
+	m, c, _ := newManager()
+	ctx := context.Background()
+	tok, _, err := m.Create(ctx, owner, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := bootstraptoken.Owner{UID: "uid-2"}
+	if err := m.Delete(ctx, other, tok.ID); !errors.Is(err, bootstraptoken.ErrNotOwned) {
+		t.Fatalf("deleting someone else's token: %v", err)
+	}
+	if _, _, err := m.Keep(ctx, other, tok.ID, nil); !errors.Is(err, bootstraptoken.ErrNotOwned) {
+		t.Fatalf("keeping someone else's token: %v", err)
+	}
+	if err := m.Delete(ctx, owner, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete(ctx, owner, tok.ID); err != nil {
+		t.Fatalf("deleting a gone token: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: bootstraputil.BootstrapTokenSecretName(tok.ID)}, &corev1.Secret{}); err == nil {
+		t.Fatal("token still there")
+	}
+}
+
+func TestTokenNeverPrintsItsSecret(t *testing.T) {
+	tok, err := bootstraptoken.Parse("abcdef.0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprint(tok), fmt.Sprintf("%v %+v %#v %s", tok, tok, tok, tok), fmt.Sprint(tok.MarshalLog())} {
+		if strings.Contains(s, tok.Secret) {
+			t.Errorf("printed the secret: %s", s)
+		}
+	}
+	if _, err := bootstraptoken.Parse("abcdef.0123456789abcdeX"); err == nil || strings.Contains(err.Error(), "0123456789") {
+		t.Errorf("parse error must not echo its input: %v", err)
+	}
+}

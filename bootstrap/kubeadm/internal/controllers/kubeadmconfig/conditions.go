@@ -1,0 +1,112 @@
+package kubeadmconfig
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
+)
+
+// Reasons of the DataSecretAvailable and CertificatesAvailable conditions.
+// Every state a KubeadmConfig can wait or fail in has its own reason, so
+// `kubectl get kubeadmconfig -o wide` and alerts can tell them apart; the
+// message says what to do. Upstream's reasons keep their names.
+const (
+	// ReasonDataSecretAvailable is upstream's: the data secret exists.
+	ReasonDataSecretAvailable = upstreambootstrapv1.KubeadmConfigDataSecretAvailableReason
+	// ReasonCertificatesAvailable is upstream's: the cluster certificates were found or generated.
+	ReasonCertificatesAvailable = upstreambootstrapv1.KubeadmConfigCertificatesAvailableReason
+	// ReasonInternalError is upstream's: an API call failed; the controller retries.
+	ReasonInternalError = upstreambootstrapv1.KubeadmConfigCertificatesAvailableInternalErrorReason
+
+	ReasonOwnerNotFound                  = "OwnerNotFound"
+	ReasonMachinePoolDisabled            = "MachinePoolFeatureDisabled"
+	ReasonClusterNotFound                = "ClusterNotFound"
+	ReasonWaitingForInfrastructure       = "WaitingForClusterInfrastructure"
+	ReasonWaitingForControlPlaneInit     = "WaitingForControlPlaneInitialization"
+	ReasonWaitingForInitLock             = "WaitingForInitLock"
+	ReasonWaitingForControlPlaneEndpoint = "WaitingForControlPlaneEndpoint"
+	ReasonInvalidKubernetesVersion       = "InvalidKubernetesVersion"
+	ReasonFormatDisabled                 = "FormatFeatureDisabled"
+	ReasonReferencedSecretNotFound       = "ReferencedSecretNotFound"
+	ReasonControlPlaneVersionUnavailable = "ControlPlaneVersionUnavailable"
+	ReasonTemplateFailed                 = "FileTemplateFailed"
+	ReasonWorkloadClusterUnreachable     = "WorkloadClusterUnreachable"
+	ReasonBootstrapTokenFailed           = "BootstrapTokenFailed"
+	ReasonInvalidConfiguration           = "InvalidConfiguration"
+	ReasonRenderFailed                   = "RenderFailed"
+	ReasonDataSecretConflict             = "DataSecretConflict"
+	ReasonDataSecretMissing              = "DataSecretMissing"
+	ReasonCertificatesMissing            = "CertificatesMissing"
+	ReasonCertificatesCorrupted          = "CertificatesCorrupted"
+)
+
+// waitingReasons are states that end by themselves (Info severity in the
+// v1beta1 conditions); every other False reason needs someone to act.
+var waitingReasons = map[string]bool{
+	ReasonOwnerNotFound: true, ReasonClusterNotFound: true, ReasonWaitingForInfrastructure: true,
+	ReasonWaitingForControlPlaneInit: true, ReasonWaitingForInitLock: true, ReasonWaitingForControlPlaneEndpoint: true,
+	ReasonWorkloadClusterUnreachable: true, ReasonCertificatesMissing: true, ReasonControlPlaneVersionUnavailable: true,
+	ReasonInternalError: true,
+}
+
+// setCondition sets a v1beta2 condition and its v1beta1 twin (status.deprecated),
+// with the message passed through the scope's redaction.
+func (s *scope) setCondition(conditionType string, status metav1.ConditionStatus, reason, format string, args ...any) {
+	msg := s.redact(fmt.Sprintf(format, args...))
+	conditions.Set(s.cfg, metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: msg})
+	v1Type := clusterv1.ConditionType(conditionType)
+	switch {
+	case status == metav1.ConditionTrue:
+		v1beta1conditions.MarkTrue(s.cfg, v1Type)
+	case waitingReasons[reason]:
+		v1beta1conditions.MarkFalse(s.cfg, v1Type, reason, clusterv1.ConditionSeverityInfo, "%s", msg)
+	default:
+		v1beta1conditions.MarkFalse(s.cfg, v1Type, reason, clusterv1.ConditionSeverityWarning, "%s", msg)
+	}
+}
+
+// dataNotAvailable reports why there is no data secret (yet).
+func (s *scope) dataNotAvailable(reason, format string, args ...any) {
+	s.setCondition(upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, metav1.ConditionFalse, reason, format, args...)
+}
+
+func (s *scope) dataAvailable() {
+	s.setCondition(upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, metav1.ConditionTrue, ReasonDataSecretAvailable, "")
+}
+
+func (s *scope) certificatesNotAvailable(status metav1.ConditionStatus, reason, format string, args ...any) {
+	s.setCondition(upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, status, reason, format, args...)
+}
+
+func (s *scope) certificatesAvailable() {
+	s.setCondition(upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, metav1.ConditionTrue, ReasonCertificatesAvailable, "")
+}
+
+// summarize computes Ready from the other conditions, as upstream does, for
+// both condition generations.
+func (s *scope) summarize() error {
+	v1beta1conditions.SetSummary(s.cfg, v1beta1conditions.WithConditions(
+		upstreambootstrapv1.DataSecretAvailableV1Beta1Condition,
+		upstreambootstrapv1.CertificatesAvailableV1Beta1Condition,
+	))
+	return conditions.SetSummaryCondition(s.cfg, s.cfg, upstreambootstrapv1.KubeadmConfigReadyCondition,
+		conditions.ForConditionTypes{
+			upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition,
+			upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition,
+		},
+		conditions.CustomMergeStrategy{
+			MergeStrategy: conditions.DefaultMergeStrategy(
+				conditions.ComputeReasonFunc(conditions.GetDefaultComputeMergeReasonFunc(
+					upstreambootstrapv1.KubeadmConfigNotReadyReason,
+					upstreambootstrapv1.KubeadmConfigReadyUnknownReason,
+					upstreambootstrapv1.KubeadmConfigReadyReason,
+				)),
+			),
+		},
+	)
+}

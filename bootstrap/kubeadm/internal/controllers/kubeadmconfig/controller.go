@@ -1,0 +1,281 @@
+// Package kubeadmconfig is the KubeadmConfig controller: for each KubeadmConfig
+// owned by a Machine or MachinePool it gathers what the bootstrap plan needs
+// (Cluster facts, certificates, referenced secrets, a bootstrap token in the
+// workload cluster), has the plan and the format's renderer compute the
+// bootstrap data, and writes it to the data secret Cluster API hands to the
+// machine. It then keeps the machine's bootstrap token alive until the Node
+// joins and deletes it afterwards. The plan and the renderers stay pure; all
+// API traffic is here.
+package kubeadmconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/locking"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/predicates"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+)
+
+const (
+	// DefaultTokenTTL is how long a bootstrap token is valid after it is
+	// created or extended (upstream's default for --bootstrap-token-ttl).
+	DefaultTokenTTL = 15 * time.Minute
+
+	// initLockRetry is how often a control-plane machine waiting for another
+	// one's init checks the lock again (its holder may have gone away).
+	initLockRetry = 20 * time.Second
+	// waitRetry is how often states that no watch reports are looked at again:
+	// referenced Secrets, certificates, the control plane's version.
+	waitRetry = 20 * time.Second
+	// unreachableRetry is how often a workload cluster that cannot be reached
+	// is tried again (the cluster cache also reports when it connects).
+	unreachableRetry = 30 * time.Second
+)
+
+// InitLocker guards kubeadm init: one machine per cluster holds it.
+type InitLocker interface {
+	Lock(ctx context.Context, cluster *clusterv1.Cluster, machine *clusterv1.Machine) bool
+	Unlock(ctx context.Context, cluster *clusterv1.Cluster) bool
+}
+
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machines;machinepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes,verbs=get
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler turns KubeadmConfigs into bootstrap data secrets.
+type Reconciler struct {
+	// Client is the manager's client: cached reads, except for Secrets and
+	// ConfigMaps, which it reads live.
+	Client client.Client
+	// CachingClient reads Secrets labelled with a cluster name (certificates,
+	// data secrets, kubeconfigs) and ConfigMaps (the init lock) from the cache.
+	CachingClient client.Client
+	// APIReader reads live: Secrets a spec references, control-plane objects.
+	APIReader client.Reader
+	// ClusterCache reaches workload clusters (bootstrap tokens).
+	ClusterCache clustercache.ClusterCache
+	// Gates are the provider's feature gates (formats, MachinePool).
+	Gates featuregate.FeatureGate
+	// Recorder records events on KubeadmConfigs.
+	Recorder events.EventRecorder
+	// TokenTTL is the bootstrap tokens' validity (--bootstrap-token-ttl).
+	TokenTTL time.Duration
+	// WatchFilterValue limits the controller to objects with Cluster API's
+	// watch-filter label of this value (--watch-filter).
+	WatchFilterValue string
+	// InitLock guards kubeadm init; upstream's ConfigMap lock by default, so
+	// locks held under upstream's provider are honoured after a swap.
+	InitLock InitLocker
+
+	checks tokenChecks
+}
+
+// SetupWithManager registers the controller with mgr.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil || r.CachingClient == nil || r.APIReader == nil || r.ClusterCache == nil || r.Gates == nil || r.Recorder == nil {
+		return errors.New("the KubeadmConfig controller needs Client, CachingClient, APIReader, ClusterCache, Gates and Recorder")
+	}
+	if r.TokenTTL <= 0 {
+		r.TokenTTL = DefaultTokenTTL
+	}
+	if r.InitLock == nil {
+		r.InitLock = locking.NewControlPlaneInitMutex(r.CachingClient)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("controller", "kubeadmconfig")
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("kubeadmconfig").
+		WithOptions(options).
+		For(&bootstrapv1.KubeadmConfig{}, builder.WithPredicates(configChanged)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToConfig), builder.WithPredicates(machineChanged)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToConfigs), builder.WithPredicates(clusterChanged)).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		WatchesRawSource(r.ClusterCache.GetClusterSource("kubeadmconfig", r.clusterToConfigs))
+	if r.Gates.Enabled(feature.MachinePool) {
+		b = b.Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToConfig), builder.WithPredicates(machinePoolChanged))
+	}
+	return b.Complete(r)
+}
+
+// Reconcile computes one KubeadmConfig's data and status. Its status is written
+// in one patch at the end, and only when it changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cfg := &bootstrapv1.KubeadmConfig{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.checks.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !cfg.DeletionTimestamp.IsZero() {
+		// The data secret and the certificates it owns go with it (garbage collection).
+		return ctrl.Result{}, nil
+	}
+	before := cfg.DeepCopy()
+	s := &scope{cfg: cfg}
+	res, err := r.reconcile(ctx, s)
+	var st stopped
+	if errors.As(err, &st) {
+		res, err = st.res, nil
+	}
+	if err == nil {
+		cfg.Status.ObservedGeneration = cfg.Generation
+	}
+	if werr := r.writeStatus(ctx, before, s); werr != nil {
+		err = kerrors.NewAggregate([]error{err, werr})
+	}
+	return res, s.redactError(err)
+}
+
+func (r *Reconciler) writeStatus(ctx context.Context, before *bootstrapv1.KubeadmConfig, s *scope) error {
+	if s.keepStatus {
+		return nil
+	}
+	if err := s.summarize(); err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(before.Status, s.cfg.Status) {
+		return nil
+	}
+	// One merge patch of status: this controller is the only writer of a
+	// KubeadmConfig's status, so no read-modify-write loop is needed.
+	if err := r.Client.Status().Patch(ctx, s.cfg, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patching the status of KubeadmConfig %s: %w", klog.KObj(s.cfg), err)
+	}
+	return nil
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, error) {
+	o, err := r.getOwner(ctx, s.cfg)
+	var missing *ownerNotFoundError
+	switch {
+	case errors.As(err, &missing):
+		s.dataNotAvailable(ReasonOwnerNotFound, "Waiting for the %s %s that owns this KubeadmConfig: not found", missing.kind, missing.name)
+		return ctrl.Result{}, nil
+	case errors.Is(err, errPoolsDisabled):
+		s.dataNotAvailable(ReasonMachinePoolDisabled, "%v (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
+			err, feature.MachinePool, feature.EnvVar(feature.MachinePool))
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	case o == nil:
+		// Cluster API sets the owner right after creating the config; that update brings it back here.
+		s.keepStatus = true
+		return ctrl.Result{}, nil
+	}
+	s.owner = o
+	log := ctrl.LoggerFrom(ctx).WithValues(o.kind(), klog.KObj(o.object()), "Cluster", klog.KRef(s.cfg.Namespace, o.clusterName()))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	s.cluster = &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: o.clusterName()}, s.cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.dataNotAvailable(ReasonClusterNotFound, "Cluster %s of %s not found", o.clusterName(), o)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if s.setPaused() {
+		return ctrl.Result{}, nil
+	}
+
+	switch {
+	case ptr.Deref(s.cfg.Status.Initialization.DataSecretCreated, false):
+		return r.reconcileCreated(ctx, s)
+	case o.dataSecretName() != "":
+		// Moved or restored without its status: the owner already uses its data.
+		s.cfg.Status.DataSecretName = o.dataSecretName()
+		s.cfg.Status.Initialization.DataSecretCreated = ptr.To(true)
+		s.dataAvailable()
+		s.certificatesAvailable()
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileData(ctx, s)
+}
+
+// setPaused sets the Paused condition and reports whether reconciliation is paused.
+func (s *scope) setPaused() bool {
+	var why []string
+	if ptr.Deref(s.cluster.Spec.Paused, false) {
+		why = append(why, "Cluster spec.paused is set to true")
+	}
+	if annotations.HasPaused(s.cfg) {
+		why = append(why, "KubeadmConfig has the "+clusterv1.PausedAnnotation+" annotation")
+	}
+	if len(why) == 0 {
+		conditions.Set(s.cfg, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
+		return false
+	}
+	msg := why[0]
+	if len(why) > 1 {
+		msg += ", " + why[1]
+	}
+	conditions.Set(s.cfg, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.PausedReason, Message: msg})
+	return true
+}
+
+// tokenChecks remembers, per KubeadmConfig, when its token needs looking at
+// next, so that the many events a joining Machine produces do not each cost a
+// request to the workload cluster. Lost on restart, which costs one read.
+type tokenChecks struct {
+	mu   sync.Mutex
+	next map[client.ObjectKey]tokenCheck
+}
+
+type tokenCheck struct {
+	id string
+	at time.Time
+}
+
+func (c *tokenChecks) due(key client.ObjectKey, id string, now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.next[key]; ok && t.id == id && now.Before(t.at) {
+		return t.at.Sub(now)
+	}
+	return 0
+}
+
+func (c *tokenChecks) set(key client.ObjectKey, id string, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == nil {
+		c.next = map[client.ObjectKey]tokenCheck{}
+	}
+	c.next[key] = tokenCheck{id: id, at: at}
+}
+
+func (c *tokenChecks) forget(key client.ObjectKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.next, key)
+}

@@ -1,0 +1,267 @@
+package kubeadmconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/external"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/secret"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+)
+
+// This file is the one place where the reconciler gathers what a plan is
+// computed from: the action, the Cluster's facts, the certificates, the
+// secrets the spec references and the control-plane version. Whoever created
+// the KubeadmConfig (this provider, upstream's, a restore), the same objects
+// give the same inputs. The bootstrap token is added by the caller, because
+// getting one writes to the workload cluster.
+
+// errStop means: the scope's conditions say why nothing more can be done now.
+var errStop = errors.New("stop")
+
+// stopped is a reconcile outcome that is not an error: the conditions explain
+// it; res says when to look again (zero: when a watched object changes).
+type stopped struct{ res ctrl.Result }
+
+func (stopped) Error() string { return errStop.Error() }
+func (stopped) Is(target error) bool { return target == errStop }
+
+func stop(res ctrl.Result) error { return stopped{res: res} }
+
+// controlPlaneInitialized follows the Cluster's ControlPlaneInitialized
+// condition and its v1beta2 initialization flag.
+func controlPlaneInitialized(c *clusterv1.Cluster) bool {
+	return conditions.IsTrue(c, clusterv1.ClusterControlPlaneInitializedCondition) ||
+		ptr.Deref(c.Status.Initialization.ControlPlaneInitialized, false)
+}
+
+// action decides what kubeadm does on this machine. The first control-plane
+// machine takes the cluster's init lock and initializes; once the control plane
+// is initialized, control-plane machines join it and workers join as workers.
+func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, error) {
+	if !controlPlaneInitialized(s.cluster) {
+		if !s.owner.isControlPlane() {
+			s.dataNotAvailable(ReasonWaitingForControlPlaneInit, "Waiting for the control plane of Cluster %s to be initialized", s.cluster.Name)
+			return "", stop(ctrl.Result{})
+		}
+		if !r.InitLock.Lock(ctx, s.cluster, s.owner.machine) {
+			s.dataNotAvailable(ReasonWaitingForInitLock, "Another control-plane Machine holds the init lock of Cluster %s; this one joins once the control plane is initialized", s.cluster.Name)
+			return "", stop(ctrl.Result{RequeueAfter: initLockRetry})
+		}
+		return plan.ActionInit, nil
+	}
+	// Initialization is over: the lock has done its job (a no-op once released).
+	r.InitLock.Unlock(ctx, s.cluster)
+	if s.owner.isControlPlane() {
+		return plan.ActionJoinControlPlane, nil
+	}
+	return plan.ActionJoin, nil
+}
+
+// gatherInputs collects everything but the bootstrap token for action.
+func (r *Reconciler) gatherInputs(ctx context.Context, s *scope, action plan.Action) (*plan.Input, error) {
+	spec := &s.cfg.Spec
+	if msg := fieldrules.FormatDisabled(spec.EffectiveFormat(), r.Gates); msg != "" {
+		s.dataNotAvailable(ReasonFormatDisabled, "%s", msg)
+		return nil, stop(ctrl.Result{})
+	}
+	if _, _, err := plan.MachineVersion(s.owner.kubernetesVersion()); err != nil {
+		s.dataNotAvailable(ReasonInvalidKubernetesVersion, "%s %s: %v", s.owner.kind(), s.owner.object().GetName(), err)
+		return nil, stop(ctrl.Result{})
+	}
+	if action != plan.ActionInit && needsClusterEndpoint(spec) && !s.cluster.Spec.ControlPlaneEndpoint.IsValid() {
+		s.dataNotAvailable(ReasonWaitingForControlPlaneEndpoint, "Waiting for Cluster %s to have spec.controlPlaneEndpoint", s.cluster.Name)
+		return nil, stop(ctrl.Result{})
+	}
+	certs, err := r.certificates(ctx, s, action)
+	if err != nil {
+		return nil, err
+	}
+	values, err := r.referencedSecrets(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	cpVersion, err := r.controlPlaneVersion(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+
+	c := s.cluster
+	in := &plan.Input{
+		Spec:   spec,
+		Action: action,
+		Cluster: plan.Cluster{
+			Name:                c.Name,
+			KubernetesVersion:   s.owner.kubernetesVersion(),
+			ControlPlaneVersion: cpVersion,
+			ServiceDomain:       c.Spec.ClusterNetwork.ServiceDomain,
+		},
+		Certificates: certs,
+		ReadSecret:   values.read,
+	}
+	if c.Spec.ControlPlaneEndpoint.IsValid() {
+		in.Cluster.ControlPlaneEndpoint = c.Spec.ControlPlaneEndpoint.String()
+	}
+	if len(c.Spec.ClusterNetwork.Services.CIDRBlocks) > 0 {
+		in.Cluster.ServiceSubnet = c.Spec.ClusterNetwork.Services.String()
+	}
+	if len(c.Spec.ClusterNetwork.Pods.CIDRBlocks) > 0 {
+		in.Cluster.PodSubnet = c.Spec.ClusterNetwork.Pods.String()
+	}
+	return in, nil
+}
+
+// usesTokenDiscovery reports whether kubeadm join finds the cluster with a
+// bootstrap token (the default) rather than a discovery file.
+func usesTokenDiscovery(spec *bootstrapv1.KubeadmConfigSpec) bool {
+	return !spec.JoinConfiguration.Discovery.File.IsDefined()
+}
+
+// needsClusterEndpoint reports whether a join's discovery takes the API
+// server address from the Cluster.
+func needsClusterEndpoint(spec *bootstrapv1.KubeadmConfigSpec) bool {
+	d := spec.JoinConfiguration.Discovery
+	if !usesTokenDiscovery(spec) {
+		return d.File.KubeConfig.IsDefined() && d.File.KubeConfig.Cluster.Server == ""
+	}
+	return d.BootstrapToken.APIServerEndpoint == ""
+}
+
+// certificates looks up the cluster's CAs the action needs. The first control
+// plane of a cluster without a control-plane provider generates them, owned by
+// its KubeadmConfig, as upstream does; everyone else waits for them.
+func (r *Reconciler) certificates(ctx context.Context, s *scope, action plan.Action) (secret.Certificates, error) {
+	certs := plan.CertificatesFor(action, &s.cfg.Spec)
+	key := util.ObjectKey(s.cluster)
+	var err error
+	if action == plan.ActionInit && !s.cluster.Spec.ControlPlaneRef.IsDefined() {
+		owner := *metav1.NewControllerRef(s.cfg, bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))
+		err = certs.LookupOrGenerateCached(ctx, r.CachingClient, r.Client, key, owner)
+	} else if err = certs.LookupCached(ctx, r.CachingClient, r.Client, key); err == nil {
+		err = certs.EnsureAllExist()
+	}
+	for _, c := range certs {
+		if c.KeyPair != nil {
+			s.addSensitive(string(c.KeyPair.Key))
+		}
+	}
+	switch {
+	case err == nil:
+		s.certificatesAvailable()
+		return certs, nil
+	case errors.Is(err, secret.ErrMissingCertificate), errors.Is(err, secret.ErrMissingCrt), errors.Is(err, secret.ErrMissingKey):
+		s.certificatesNotAvailable(metav1.ConditionFalse, ReasonCertificatesMissing, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
+		return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+	case apierrors.IsNotFound(err):
+		s.certificatesNotAvailable(metav1.ConditionFalse, ReasonCertificatesMissing, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
+		return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+	case isAPIError(err):
+		s.certificatesNotAvailable(metav1.ConditionUnknown, ReasonInternalError, "Reading the certificates of Cluster %s failed; retrying", s.cluster.Name)
+		return nil, err
+	default:
+		s.certificatesNotAvailable(metav1.ConditionFalse, ReasonCertificatesCorrupted, "The certificates of Cluster %s cannot be used: %v", s.cluster.Name, err)
+		return nil, stop(ctrl.Result{})
+	}
+}
+
+// isAPIError reports whether err (or what it wraps) came from the API server.
+func isAPIError(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
+}
+
+// secretValues are the Secret keys a spec references, read once per reconcile.
+type secretValues map[plan.SecretRef][]byte
+
+func (v secretValues) read(ref plan.SecretRef) ([]byte, error) {
+	if b, ok := v[ref]; ok {
+		return b, nil
+	}
+	return nil, fmt.Errorf("Secret %s key %s was not read", ref.Name, ref.Key)
+}
+
+// referencedSecrets reads the Secrets behind spec.files[].contentFrom and
+// spec.users[].passwdFrom from the config's namespace, live (such Secrets are
+// not cached). A missing Secret or key is waited for: the user may create it
+// after the config.
+func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretValues, error) {
+	type use struct {
+		field string
+		ref   plan.SecretRef
+	}
+	var uses []use
+	for i, f := range s.cfg.Spec.Files {
+		if f.ContentFrom.IsDefined() {
+			uses = append(uses, use{fmt.Sprintf("spec.files[%d].contentFrom", i), plan.SecretRef{Name: f.ContentFrom.Secret.Name, Key: f.ContentFrom.Secret.Key}})
+		}
+	}
+	for i, u := range s.cfg.Spec.Users {
+		if u.PasswdFrom.IsDefined() {
+			uses = append(uses, use{fmt.Sprintf("spec.users[%d].passwdFrom", i), plan.SecretRef{Name: u.PasswdFrom.Secret.Name, Key: u.PasswdFrom.Secret.Key}})
+		}
+	}
+	values := secretValues{}
+	read := map[string]*corev1.Secret{}
+	for _, u := range uses {
+		sec, ok := read[u.ref.Name]
+		if !ok {
+			sec = &corev1.Secret{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: u.ref.Name}, sec); err != nil {
+				if apierrors.IsNotFound(err) {
+					s.dataNotAvailable(ReasonReferencedSecretNotFound, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
+					return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+				}
+				return nil, fmt.Errorf("reading Secret %s/%s for %s: %w", s.cfg.Namespace, u.ref.Name, u.field, err)
+			}
+			read[u.ref.Name] = sec
+		}
+		b, ok := sec.Data[u.ref.Key]
+		if !ok {
+			s.dataNotAvailable(ReasonReferencedSecretNotFound, "%s: Secret %s/%s has no key %q", u.field, s.cfg.Namespace, u.ref.Name, u.ref.Key)
+			return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+		}
+		s.addSensitive(string(b))
+		values[u.ref] = b
+	}
+	return values, nil
+}
+
+// controlPlaneVersion is .controlPlane.version for spec.files templates: the
+// spec.version of the Cluster's control plane, read only when a template can
+// use it. Unknown (no control plane object, or no version on it) is "".
+func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string, error) {
+	templated := slices.ContainsFunc(s.cfg.Spec.Files, func(f upstreambootstrapv1.File) bool {
+		return f.ContentFormat == upstreambootstrapv1.FileContentFormatTemplate
+	})
+	ref := s.cluster.Spec.ControlPlaneRef
+	if !templated || !ref.IsDefined() {
+		return "", nil
+	}
+	obj, err := external.GetObjectFromContractVersionedRef(ctx, r.APIReader, ref, s.cluster.Namespace)
+	if err != nil {
+		s.dataNotAvailable(ReasonControlPlaneVersionUnavailable, "spec.files templates need the version of %s %s, which cannot be read: %v", ref.Kind, ref.Name, err)
+		return "", stop(ctrl.Result{RequeueAfter: waitRetry})
+	}
+	version, _, err := unstructured.NestedString(obj.Object, "spec", "version")
+	if err != nil {
+		return "", nil //nolint:nilerr // a control plane without a string spec.version has no known version
+	}
+	return version, nil
+}

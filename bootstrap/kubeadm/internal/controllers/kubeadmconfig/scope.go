@@ -1,0 +1,75 @@
+package kubeadmconfig
+
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+)
+
+// scope is one reconcile of one KubeadmConfig: the object whose status is
+// being computed, what was found about it, and the secret values handled on
+// the way, which no message may carry.
+type scope struct {
+	cfg     *bootstrapv1.KubeadmConfig
+	owner   *owner
+	cluster *clusterv1.Cluster
+
+	// sensitive are values (a token, resolved contentFrom/passwdFrom values,
+	// keys) that are scrubbed from every condition message, event and
+	// returned error of this reconcile, whatever produced the message.
+	sensitive []string
+	// keepStatus leaves the status as it was (nothing is known yet).
+	keepStatus bool
+}
+
+const redacted = "[redacted]"
+
+// Values shorter than this are not scrubbed: they would turn ordinary words
+// into "[redacted]" and nothing that short is a credential worth the noise.
+const minSensitiveLen = 6
+
+// addSensitive records values to scrub; multi-line values are scrubbed line by
+// line too, so a message quoting one line of a key or a file still leaks nothing.
+func (s *scope) addSensitive(values ...string) {
+	for _, v := range values {
+		if v = strings.TrimSpace(v); len(v) >= minSensitiveLen {
+			s.sensitive = append(s.sensitive, v)
+		}
+		if strings.Contains(v, "\n") {
+			for _, line := range strings.Split(v, "\n") {
+				if line = strings.TrimSpace(line); len(line) >= minSensitiveLen && !strings.HasPrefix(line, "-----") {
+					s.sensitive = append(s.sensitive, line)
+				}
+			}
+		}
+	}
+}
+
+// redact scrubs every sensitive value from msg, longest first.
+func (s *scope) redact(msg string) string {
+	if len(s.sensitive) == 0 || msg == "" {
+		return msg
+	}
+	values := slices.Clone(s.sensitive)
+	slices.SortFunc(values, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range values {
+		msg = strings.ReplaceAll(msg, v, redacted)
+	}
+	return msg
+}
+
+// redactError returns err with its message scrubbed (its chain is dropped:
+// it only goes to controller-runtime's log from here).
+func (s *scope) redactError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := s.redact(err.Error()); msg != err.Error() {
+		return errors.New(msg)
+	}
+	return err
+}

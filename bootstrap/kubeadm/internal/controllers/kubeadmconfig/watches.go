@@ -1,0 +1,107 @@
+package kubeadmconfig
+
+import (
+	"context"
+	"maps"
+	"reflect"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+)
+
+// The watches wake a KubeadmConfig up only for changes that can change what
+// its reconcile does. Waiting states (infrastructure, control-plane
+// initialization, endpoint) therefore need no polling, and the controller's
+// own status writes and the frequent unrelated status updates of Machines and
+// Clusters cost nothing.
+
+func updateOnly(changed func(oldObj, newObj client.Object) bool) predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return changed(e.ObjectOld, e.ObjectNew) }}
+}
+
+func metadataChanged(o, n client.Object) bool {
+	return !maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+		!reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
+}
+
+// configChanged skips status-only updates of KubeadmConfigs: those are this
+// controller's own writes.
+var configChanged = updateOnly(func(o, n client.Object) bool {
+	return o.GetGeneration() != n.GetGeneration() || metadataChanged(o, n)
+})
+
+var machineChanged = updateOnly(func(o, n client.Object) bool {
+	om, nm := o.(*clusterv1.Machine), n.(*clusterv1.Machine)
+	return metadataChanged(om, nm) || om.Spec.Version != nm.Spec.Version ||
+		!reflect.DeepEqual(om.Spec.Bootstrap, nm.Spec.Bootstrap) || om.Status.NodeRef != nm.Status.NodeRef
+})
+
+var machinePoolChanged = updateOnly(func(o, n client.Object) bool {
+	op, np := o.(*clusterv1.MachinePool), n.(*clusterv1.MachinePool)
+	return metadataChanged(op, np) || !reflect.DeepEqual(op.Spec.Replicas, np.Spec.Replicas) ||
+		op.Spec.Template.Spec.Version != np.Spec.Template.Spec.Version ||
+		!reflect.DeepEqual(op.Spec.Template.Spec.Bootstrap, np.Spec.Template.Spec.Bootstrap) ||
+		len(op.Status.NodeRefs) != len(np.Status.NodeRefs)
+})
+
+var clusterChanged = updateOnly(func(o, n client.Object) bool {
+	oc, nc := o.(*clusterv1.Cluster), n.(*clusterv1.Cluster)
+	return metadataChanged(oc, nc) ||
+		ptr.Deref(oc.Spec.Paused, false) != ptr.Deref(nc.Spec.Paused, false) ||
+		ptr.Deref(oc.Status.Initialization.InfrastructureProvisioned, false) != ptr.Deref(nc.Status.Initialization.InfrastructureProvisioned, false) ||
+		controlPlaneInitialized(oc) != controlPlaneInitialized(nc) ||
+		oc.Spec.ControlPlaneEndpoint != nc.Spec.ControlPlaneEndpoint ||
+		oc.Spec.ControlPlaneRef != nc.Spec.ControlPlaneRef ||
+		!reflect.DeepEqual(oc.Spec.ClusterNetwork, nc.Spec.ClusterNetwork)
+})
+
+func configRequest(namespace string, ref clusterv1.ContractVersionedObjectReference) []ctrl.Request {
+	if !ref.IsDefined() || ref.Kind != "KubeadmConfig" || ref.APIGroup != bootstrapv1.GroupVersion.Group {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: namespace, Name: ref.Name}}}
+}
+
+func machineToConfig(_ context.Context, o client.Object) []ctrl.Request {
+	m := o.(*clusterv1.Machine)
+	return configRequest(m.Namespace, m.Spec.Bootstrap.ConfigRef)
+}
+
+func machinePoolToConfig(_ context.Context, o client.Object) []ctrl.Request {
+	p := o.(*clusterv1.MachinePool)
+	return configRequest(p.Namespace, p.Spec.Template.Spec.Bootstrap.ConfigRef)
+}
+
+// clusterToConfigs maps a Cluster to the KubeadmConfigs of its Machines and
+// MachinePools (from the cache).
+func (r *Reconciler) clusterToConfigs(ctx context.Context, o client.Object) []ctrl.Request {
+	selector := []client.ListOption{client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: o.GetName()}}
+	var out []ctrl.Request
+	machines := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, machines, selector...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the Machines of a Cluster failed", "Cluster", client.ObjectKeyFromObject(o))
+		return nil
+	}
+	for i := range machines.Items {
+		out = append(out, machineToConfig(ctx, &machines.Items[i])...)
+	}
+	if r.Gates.Enabled(feature.MachinePool) {
+		pools := &clusterv1.MachinePoolList{}
+		if err := r.Client.List(ctx, pools, selector...); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the MachinePools of a Cluster failed", "Cluster", client.ObjectKeyFromObject(o))
+			return out
+		}
+		for i := range pools.Items {
+			out = append(out, machinePoolToConfig(ctx, &pools.Items[i])...)
+		}
+	}
+	return out
+}
