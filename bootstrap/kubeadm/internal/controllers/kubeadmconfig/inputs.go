@@ -40,7 +40,7 @@ var errStop = errors.New("stop")
 // it; res says when to look again (zero: when a watched object changes).
 type stopped struct{ res ctrl.Result }
 
-func (stopped) Error() string { return errStop.Error() }
+func (stopped) Error() string        { return errStop.Error() }
 func (stopped) Is(target error) bool { return target == errStop }
 
 func stop(res ctrl.Result) error { return stopped{res: res} }

@@ -88,7 +88,9 @@ func (o owner) hasPendingInstances() bool {
 // ownerNotFoundError is an owner reference to an object that does not exist (yet).
 type ownerNotFoundError struct{ kind, name string }
 
-func (e *ownerNotFoundError) Error() string { return fmt.Sprintf("owner %s %s not found", e.kind, e.name) }
+func (e *ownerNotFoundError) Error() string {
+	return fmt.Sprintf("owner %s %s not found", e.kind, e.name)
+}
 
 // errPoolsDisabled is a config owned by a MachinePool while the gate is off.
 var errPoolsDisabled = fmt.Errorf("owned by a MachinePool, but the %s feature gate is disabled", feature.MachinePool)
