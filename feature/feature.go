@@ -42,8 +42,8 @@ var envVars = map[featuregate.Feature]string{
 }
 
 // NewFeatureGates returns a fresh gate set with this provider's gates at their
-// defaults, for callers that must not share the manager's global instance
-// (the render CLI, tests that switch gates).
+// defaults. Every user (a manager, the render CLI, a test) has its own set:
+// there is no global one to leak settings between them.
 func NewFeatureGates() featuregate.MutableFeatureGate {
 	g := featuregate.NewFeatureGate()
 	runtime.Must(g.Add(defaultGates))
@@ -54,15 +54,4 @@ var defaultGates = map[featuregate.Feature]featuregate.FeatureSpec{
 	KubeadmBootstrapFormatIgnition: {Default: false, PreRelease: featuregate.Alpha},
 	KubeadmBootstrapFormatRaw:      {Default: false, PreRelease: featuregate.Alpha},
 	MachinePool:                    {Default: true, PreRelease: featuregate.Beta},
-}
-
-var (
-	// MutableGates is the gate set the manager's flags write to.
-	MutableGates featuregate.MutableFeatureGate = featuregate.NewFeatureGate()
-	// Gates is the read-only view the rest of the provider consults.
-	Gates featuregate.FeatureGate = MutableGates
-)
-
-func init() {
-	runtime.Must(MutableGates.Add(defaultGates))
 }

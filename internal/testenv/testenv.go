@@ -122,14 +122,19 @@ func NewEnvironment(opts Options) (*envtest.Environment, error) {
 	return env, nil
 }
 
-// WriteAdminKubeconfig writes a kubeconfig for a cluster-admin user of a
-// started env to dir and returns its path, for processes outside the test.
-func WriteAdminKubeconfig(env *envtest.Environment, dir string) (string, error) {
+// AdminKubeconfig is a kubeconfig for a cluster-admin user of a started env.
+func AdminKubeconfig(env *envtest.Environment) ([]byte, error) {
 	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	data, err := user.KubeConfig()
+	return user.KubeConfig()
+}
+
+// WriteAdminKubeconfig writes AdminKubeconfig to dir and returns its path, for
+// processes outside the test.
+func WriteAdminKubeconfig(env *envtest.Environment, dir string) (string, error) {
+	data, err := AdminKubeconfig(env)
 	if err != nil {
 		return "", err
 	}
@@ -137,25 +142,39 @@ func WriteAdminKubeconfig(env *envtest.Environment, dir string) (string, error) 
 	return path, os.WriteFile(path, data, 0o600)
 }
 
-// Start launches the API server and stops it when the test ends.
-func Start(t testing.TB, opts Options) *Env {
-	t.Helper()
+// New launches an API server; the caller stops it with Stop. Tests use Start;
+// a TestMain that shares one server between tests uses New.
+func New(opts Options) (*Env, error) {
 	env, err := NewEnvironment(opts)
 	if err != nil {
-		t.Fatalf("%v", err)
+		return nil, err
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		t.Fatalf("starting envtest: %v", err)
+		return nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: c, Scheme: env.Scheme, Environment: env}, nil
+}
+
+// Stop stops the API server and etcd.
+func (e *Env) Stop() error { return e.Environment.Stop() }
+
+// Start launches the API server and stops it when the test ends.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	env, err := New(opts)
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
 	t.Cleanup(func() {
 		if err := env.Stop(); err != nil {
 			t.Logf("stopping envtest: %v", err)
 		}
 	})
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Env{Config: cfg, Client: c, Scheme: env.Scheme, Environment: env}
+	return env
 }

@@ -5,11 +5,15 @@ package validators
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/vincent-petithory/dataurl"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 )
@@ -70,4 +74,78 @@ func Kubeadm(config []byte) error {
 		return fmt.Errorf("kubeadm config validate rejects the configuration (%v):\n%s", err, out)
 	}
 	return nil
+}
+
+// KubeadmConfigIn finds the kubeadm configuration that bootstrap data of a
+// format delivers: the raw value itself, or the file the cloud-config or
+// Ignition config writes whose content holds kubeadm.k8s.io documents. It
+// returns the file's path on the machine ("" for raw).
+func KubeadmConfigIn(format string, value []byte) (string, []byte, error) {
+	type file struct {
+		path    string
+		content []byte
+	}
+	var files []file
+	switch format {
+	case "raw":
+		return "", value, nil
+	case "cloud-config":
+		var c struct {
+			WriteFiles []struct{ Path, Content string } `json:"write_files"`
+		}
+		if err := yaml.Unmarshal(bytes.TrimPrefix(value, []byte(jinjaHeader)), &c); err != nil {
+			return "", nil, fmt.Errorf("cloud-config does not parse: %w", err)
+		}
+		for _, f := range c.WriteFiles {
+			files = append(files, file{f.Path, []byte(f.Content)})
+		}
+	case "ignition":
+		var c struct {
+			Storage struct {
+				Files []struct {
+					Path     string
+					Contents struct{ Source string }
+				}
+			}
+		}
+		if err := json.Unmarshal(value, &c); err != nil {
+			return "", nil, fmt.Errorf("ignition config does not parse: %w", err)
+		}
+		for _, f := range c.Storage.Files {
+			u, err := dataurl.DecodeString(f.Contents.Source)
+			if err != nil {
+				continue // not a data URL: not written by the bootstrap
+			}
+			files = append(files, file{f.Path, u.Data})
+		}
+	default:
+		return "", nil, fmt.Errorf("unknown format %q", format)
+	}
+	for _, f := range files {
+		if bytes.Contains(f.content, []byte("apiVersion: kubeadm.k8s.io/")) {
+			return f.path, f.content, nil
+		}
+	}
+	return "", nil, fmt.Errorf("the %s data writes no kubeadm configuration", format)
+}
+
+// BootstrapData checks a data secret's value with its format's own consumer
+// (cloud-init's schema, Ignition's validator) and the kubeadm configuration
+// it delivers with kubeadm.
+func BootstrapData(format string, value []byte) error {
+	switch format {
+	case "cloud-config":
+		if err := CloudInit(value); err != nil {
+			return err
+		}
+	case "ignition":
+		if err := Ignition(value); err != nil {
+			return err
+		}
+	}
+	_, config, err := KubeadmConfigIn(format, value)
+	if err != nil {
+		return err
+	}
+	return Kubeadm(config)
 }

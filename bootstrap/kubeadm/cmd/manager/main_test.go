@@ -145,6 +145,15 @@ func checkAdmission(t *testing.T, env *testenv.Env) {
 	}
 }
 
+func TestManagerRefusesVerbosityThatLogsBodies(t *testing.T) {
+	for _, args := range [][]string{{"-v=8"}, {"--vmodule=request=9"}} {
+		err := manager.Run(context.Background(), args)
+		if err == nil || !strings.Contains(err.Error(), "verbosity") {
+			t.Errorf("%v: expected a refusal naming the verbosity, got %v", args, err)
+		}
+	}
+}
+
 func TestManagerRejectsUnknownFeatureGate(t *testing.T) {
 	err := manager.Run(context.Background(), []string{"--feature-gates=NoSuchGate=true"})
 	if err == nil || !strings.Contains(err.Error(), "NoSuchGate") {

@@ -1,7 +1,6 @@
 package bootstrapdata_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/vincent-petithory/dataurl"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
 	"sigs.k8s.io/yaml"
@@ -115,48 +113,19 @@ func parse(t testing.TB, format bootstrapv1.Format, key string, b []byte) any {
 }
 
 // kubeadmConfigIn extracts the kubeadm configuration a format delivers, so it
-// can be checked against the plan and by kubeadm itself.
+// can be checked against the plan and by kubeadm itself; it must be written
+// where the format's kubeadm command reads it.
 func kubeadmConfigIn(t testing.TB, p *plan.Plan, d *bootstrapdata.Data) []byte {
 	t.Helper()
-	switch d.Format {
-	case bootstrapv1.Raw:
-		return d.Value
-	case bootstrapv1.CloudConfig:
-		var c struct {
-			WriteFiles []struct{ Path, Content string } `json:"write_files"`
-		}
-		if err := yaml.Unmarshal(bytes.TrimPrefix(d.Value, []byte("## template: jinja\n")), &c); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range c.WriteFiles {
-			if f.Path == p.DefaultConfigPath() {
-				return []byte(f.Content)
-			}
-		}
-	case bootstrapv1.Ignition:
-		var c struct {
-			Storage struct {
-				Files []struct {
-					Path     string
-					Contents struct{ Source string }
-				}
-			}
-		}
-		if err := json.Unmarshal(d.Value, &c); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range c.Storage.Files {
-			if f.Path == ignition.ConfigPath {
-				u, err := dataurl.DecodeString(f.Contents.Source)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return u.Data
-			}
-		}
+	path, config, err := validators.KubeadmConfigIn(string(d.Format), d.Value)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("%s output has no kubeadm configuration", d.Format)
-	return nil
+	want := map[bootstrapv1.Format]string{bootstrapv1.Raw: "", bootstrapv1.CloudConfig: p.DefaultConfigPath(), bootstrapv1.Ignition: ignition.ConfigPath}[d.Format]
+	if path != want {
+		t.Errorf("%s output writes the kubeadm configuration to %q, want %q", d.Format, path, want)
+	}
+	return config
 }
 
 // checkWithRealValidators runs the consumers' validators over the output.

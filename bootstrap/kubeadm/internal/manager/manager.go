@@ -17,14 +17,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // enables --logging-format=json
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -73,7 +76,10 @@ type Options struct {
 	cacheClientQPS      float32
 	cacheClientBurst    int
 	manager             capiflags.ManagerOptions
-	logs                *logs.Options
+	// gates are this manager's own feature gates (--feature-gates), so that
+	// managers built in one process (tests) do not share them.
+	gates featuregate.MutableFeatureGate
+	logs  *logs.Options
 }
 
 func (o *Options) addFlags(fs *pflag.FlagSet) {
@@ -100,7 +106,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.cacheClientQPS, "clustercache-client-qps", 20, "Queries per second allowed towards each workload cluster's API server.")
 	fs.IntVar(&o.cacheClientBurst, "clustercache-client-burst", 30, "Burst of queries allowed towards each workload cluster's API server.")
 	capiflags.AddManagerOptions(fs, &o.manager)
-	feature.MutableGates.AddFlag(fs)
+	o.gates.AddFlag(fs)
 }
 
 func newScheme() (*runtime.Scheme, error) {
@@ -121,7 +127,7 @@ func newScheme() (*runtime.Scheme, error) {
 // ParseFlags parses the manager's command line. The shipped manifests' args are
 // checked against it in tests, so a manifest cannot pass a flag the binary lacks.
 func ParseFlags(args []string) (*Options, error) {
-	opts := &Options{logs: logs.NewOptions()}
+	opts := &Options{logs: logs.NewOptions(), gates: feature.NewFeatureGates()}
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	opts.addFlags(fs)
@@ -138,31 +144,64 @@ func Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkVerbosity(opts.logs); err != nil {
+		return err
+	}
 	if err := logsv1.ValidateAndApply(opts.logs, nil); err != nil {
 		return fmt.Errorf("invalid logging flags: %w", err)
 	}
 	ctrl.SetLogger(klog.Background())
-	log := ctrl.Log.WithName("setup")
-
-	scheme, err := newScheme()
+	mgr, err := New(ctx, opts, nil)
 	if err != nil {
 		return err
 	}
-	restConfig, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+	ctrl.Log.WithName("setup").Info("starting manager")
+	return mgr.Start(ctx)
+}
+
+// maxVerbosity is the highest log verbosity the manager accepts: from 8 on,
+// client-go logs request and response bodies, which carry bootstrap tokens,
+// CA keys and bootstrap data.
+const maxVerbosity = 7
+
+func checkVerbosity(o *logs.Options) error {
+	tooHigh := fmt.Errorf("log verbosity above %d is refused: client-go would log API request and response bodies, which carry bootstrap tokens, keys and bootstrap data", maxVerbosity)
+	if o.Verbosity > maxVerbosity {
+		return tooHigh
 	}
+	for _, m := range o.VModule {
+		if m.Verbosity > maxVerbosity {
+			return tooHigh
+		}
+	}
+	return nil
+}
+
+// New builds the manager opts describe: webhooks, the cluster cache and the
+// KubeadmConfig controller. restConfig nil means --kubeconfig or in-cluster.
+// Tests build the same manager from the same flags with their own restConfig.
+func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Manager, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	if restConfig == nil {
+		if restConfig, err = ctrl.GetConfig(); err != nil {
+			return nil, fmt.Errorf("loading kubeconfig: %w", err)
+		}
+	}
+	restConfig = rest.CopyConfig(restConfig)
 	restConfig.QPS = opts.restQPS
 	restConfig.Burst = opts.restBurst
 	restConfig.UserAgent = remote.DefaultClusterAPIUserAgent(controllerName)
 
 	tlsOpts, metricsOpts, err := capiflags.GetManagerOptions(opts.manager)
 	if err != nil {
-		return fmt.Errorf("invalid flags: %w", err)
+		return nil, fmt.Errorf("invalid flags: %w", err)
 	}
 
 	if opts.tokenTTL <= 0 {
-		return fmt.Errorf("--bootstrap-token-ttl must be positive, got %s", opts.tokenTTL)
+		return nil, fmt.Errorf("--bootstrap-token-ttl must be positive, got %s", opts.tokenTTL)
 	}
 	// Upstream's cache layout: Secrets only with a cluster-name label and data
 	// kept only for certificates; Secrets and ConfigMaps are read live unless a
@@ -170,7 +209,7 @@ func Run(ctx context.Context, args []string) error {
 	cacheOpts := capisetup.ManagerCacheOptions(scheme, controllerName, opts.watchNamespace, opts.syncPeriod)
 	hasCluster, err := labels.NewRequirement(clusterv1.ClusterNameLabel, selection.Exists, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cacheOpts.ByObject[&corev1.ConfigMap{}] = cache.ByObject{Label: labels.NewSelector().Add(*hasCluster)}
 
@@ -197,33 +236,39 @@ func Run(ctx context.Context, args []string) error {
 		}),
 	})
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 
-	if err := webhooks.SetupWithManager(mgr, feature.Gates); err != nil {
-		return err
+	if err := webhooks.SetupWithManager(mgr, opts.gates); err != nil {
+		return nil, err
 	}
 	if err := setupController(ctx, mgr, opts); err != nil {
-		return err
+		return nil, err
 	}
 
 	// Live and ready once the webhook server serves: the API server needs it
 	// for every KubeadmConfig write.
 	if err := mgr.AddHealthzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return err
+		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return err
+		return nil, err
 	}
 
-	log.Info("starting manager")
-	return mgr.Start(ctx)
+	return mgr, nil
 }
 
 // setupController starts the cluster cache (connections to workload clusters)
 // and the KubeadmConfig controller.
 func setupController(ctx context.Context, mgr ctrl.Manager, opts *Options) error {
-	cachingClient, err := capisetup.CreateSecretCachingClient(mgr)
+	// Reads everything from the manager's cache, including the Secrets and
+	// ConfigMaps the default client reads live (upstream's secret caching
+	// client, with this manager's scheme so the init lock can read Machines).
+	cachingClient, err := client.New(mgr.GetConfig(), client.Options{
+		Scheme:     mgr.GetScheme(),
+		HTTPClient: mgr.GetHTTPClient(),
+		Cache:      &client.CacheOptions{Reader: mgr.GetCache()},
+	})
 	if err != nil {
 		return fmt.Errorf("creating the caching client: %w", err)
 	}
@@ -241,7 +286,7 @@ func setupController(ctx context.Context, mgr ctrl.Manager, opts *Options) error
 		CachingClient:    cachingClient,
 		APIReader:        mgr.GetAPIReader(),
 		ClusterCache:     clusterCache,
-		Gates:            feature.Gates,
+		Gates:            opts.gates,
 		Recorder:         mgr.GetEventRecorder("kubeadmconfig-controller"),
 		TokenTTL:         opts.tokenTTL,
 		WatchFilterValue: opts.watchFilter,

@@ -47,7 +47,7 @@ const (
 
 	// initLockRetry is how often a control-plane machine waiting for another
 	// one's init checks the lock again (its holder may have gone away).
-	initLockRetry = 20 * time.Second
+	initLockRetry = 10 * time.Second
 	// waitRetry is how often states that no watch reports are looked at again:
 	// referenced Secrets, certificates, the control plane's version.
 	waitRetry = 20 * time.Second

@@ -1,0 +1,122 @@
+package kubeadmconfig_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+)
+
+// initsAndWaits splits control-plane configs into those with data and those
+// waiting for the init lock.
+func initsAndWaits(f *fixture, configs []*bootstrapv1.KubeadmConfig) (created, waiting []*bootstrapv1.KubeadmConfig) {
+	for _, cfg := range configs {
+		if err := mgmt.Client.Get(f.ctx, client.ObjectKeyFromObject(cfg), cfg); apierrors.IsNotFound(err) {
+			continue
+		}
+		switch {
+		case ptr.Deref(cfg.Status.Initialization.DataSecretCreated, false):
+			created = append(created, cfg)
+		case strings.HasPrefix(dataAvailableReason(cfg), kubeadmconfig.ReasonWaitingForInitLock):
+			waiting = append(waiting, cfg)
+		}
+	}
+	return created, waiting
+}
+
+func lockHolder(f *fixture) (string, bool) {
+	cm := &corev1.ConfigMap{}
+	err := mgmt.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: f.cluster.Name + "-lock"}, cm)
+	if apierrors.IsNotFound(err) {
+		return "", false
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return cm.Data["lock-information"], true
+}
+
+// TestInitLock creates control-plane machines all at once: exactly one
+// initializes; when its machine goes away another one takes over; once the
+// control plane is initialized the rest join it and the lock is gone.
+func TestInitLock(t *testing.T) {
+	startManager(t)
+	f := newFixture(t)
+	f.setClusterStatus(true, false)
+
+	const n = 5
+	configs := make([]*bootstrapv1.KubeadmConfig, n)
+	machines := make([]*clusterv1.Machine, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { machines[i], configs[i] = f.machine(fmt.Sprintf("cp-%d", i), true, initSpec(bootstrapv1.CloudConfig)) })
+	}
+	wg.Wait()
+
+	var holder *bootstrapv1.KubeadmConfig
+	f.waitFor("one init and the others waiting for the lock", 60*time.Second, func() bool {
+		created, waiting := initsAndWaits(f, configs)
+		if len(created) == 1 {
+			holder = created[0]
+		}
+		return len(created) == 1 && len(waiting) == n-1
+	})
+	if info, ok := lockHolder(f); !ok || !strings.Contains(info, holder.Name) {
+		t.Fatalf("the lock does not name the machine that initializes: %q", info)
+	}
+	time.Sleep(3 * time.Second)
+	if created, _ := initsAndWaits(f, configs); len(created) != 1 {
+		t.Fatalf("%d machines got init data", len(created))
+	}
+
+	// The holder's machine goes away before the control plane came up.
+	for i, cfg := range configs {
+		if cfg.Name == holder.Name {
+			if err := mgmt.Client.Delete(f.ctx, machines[i]); err != nil {
+				t.Fatal(err)
+			}
+			if err := mgmt.Client.Delete(f.ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			configs = append(configs[:i], configs[i+1:]...)
+			break
+		}
+	}
+	var next *bootstrapv1.KubeadmConfig
+	f.waitFor("another machine to take the released lock", 90*time.Second, func() bool {
+		created, _ := initsAndWaits(f, configs)
+		if len(created) == 1 {
+			next = created[0]
+		}
+		return len(created) == 1
+	})
+	if info, _ := lockHolder(f); !strings.Contains(info, next.Name) {
+		t.Fatalf("the lock does not name the new holder %s: %q", next.Name, info)
+	}
+
+	// The control plane is up: the others join it and the lock is released.
+	f.setClusterStatus(true, true)
+	for _, cfg := range configs {
+		sec := f.waitForData(cfg)
+		if cfg.Name == next.Name {
+			continue
+		}
+		_, kubeadmConfig, err := validators.KubeadmConfigIn("cloud-config", sec.Data["value"])
+		if err != nil || !strings.Contains(string(kubeadmConfig), "kind: JoinConfiguration") || !strings.Contains(string(kubeadmConfig), "controlPlane:") {
+			t.Errorf("%s must join the control plane: %v\n%s", cfg.Name, err, kubeadmConfig)
+		}
+	}
+	f.waitFor("the init lock to be released", 30*time.Second, func() bool { _, ok := lockHolder(f); return !ok })
+}
