@@ -61,7 +61,9 @@ func TestInitLock(t *testing.T) {
 	machines := make([]*clusterv1.Machine, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { machines[i], configs[i] = f.machine(fmt.Sprintf("cp-%d", i), true, initSpec(bootstrapv1.CloudConfig)) })
+		wg.Go(func() {
+			machines[i], configs[i] = f.machine(fmt.Sprintf("cp-%d", i), true, initSpec(bootstrapv1.CloudConfig))
+		})
 	}
 	wg.Wait()
 
