@@ -25,9 +25,11 @@ import (
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // enables --logging-format=json
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -54,6 +56,11 @@ const (
 
 // Options are the manager's command-line settings.
 type Options struct {
+	// ManyPerProcess lets a process build several managers one after another
+	// (tests): controller-runtime otherwise refuses a second controller of the
+	// same name, which would report the same metrics. Not a flag.
+	ManyPerProcess bool
+
 	leaderElect         bool
 	leaderElectionLease time.Duration
 	leaderElectionRenew time.Duration
@@ -227,6 +234,7 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 		Metrics:                    *metricsOpts,
 		Cache:                      cacheOpts,
 		Client:                     capisetup.ManagerClientOptions(),
+		Controller:                 config.Controller{SkipNameValidation: ptr.To(opts.ManyPerProcess)},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Port:     opts.webhookPort,
 			CertDir:  opts.webhookCertDir,

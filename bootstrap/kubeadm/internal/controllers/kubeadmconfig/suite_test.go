@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +25,7 @@ import (
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
@@ -105,6 +107,10 @@ func startManager(t *testing.T, flags ...string) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts.ManyPerProcess = true
+	// Informer names are unique per process; each manager here is the
+	// process's only live one.
+	toolscache.ResetInformerNamesForTesting()
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := manager.New(ctx, opts, mgmt.Config)
 	if err != nil {
@@ -255,10 +261,13 @@ func (f *fixture) waitFor(what string, timeout time.Duration, cond func() bool) 
 // waitForData waits until cfg has its data secret and returns the secret.
 func (f *fixture) waitForData(cfg *bootstrapv1.KubeadmConfig) *corev1.Secret {
 	f.t.Helper()
-	f.waitFor("data secret of "+cfg.Name, 60*time.Second, func() bool {
+	err := wait.PollUntilContextTimeout(f.ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		f.get(cfg)
-		return ptr.Deref(cfg.Status.Initialization.DataSecretCreated, false)
+		return ptr.Deref(cfg.Status.Initialization.DataSecretCreated, false), nil
 	})
+	if err != nil {
+		f.t.Fatalf("%s got no data secret: %s", cfg.Name, dataAvailableReason(cfg))
+	}
 	sec := &corev1.Secret{}
 	if err := mgmt.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: cfg.Status.DataSecretName}, sec); err != nil {
 		f.t.Fatalf("status names data secret %q, which cannot be read: %v", cfg.Status.DataSecretName, err)
@@ -311,7 +320,22 @@ func dataAvailableReason(cfg *bootstrapv1.KubeadmConfig) string {
 	if c := conditions.Get(cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition); c != nil {
 		return c.Reason + ": " + c.Message
 	}
-	return "no DataSecretAvailable condition"
+	var all []string
+	for _, c := range cfg.Status.Conditions {
+		all = append(all, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return "no DataSecretAvailable condition; " + strings.Join(all, "; ")
+}
+
+// clusterCertificates creates the cluster's CAs as a control-plane provider
+// does before its first machine.
+func (f *fixture) clusterCertificates() {
+	f.t.Helper()
+	certs := secret.NewCertificatesForInitialControlPlane(&upstreambootstrapv1.ClusterConfiguration{})
+	owner := *metav1.NewControllerRef(f.cluster, clusterv1.GroupVersion.WithKind("Cluster"))
+	if err := certs.LookupOrGenerate(f.ctx, mgmt.Client, client.ObjectKeyFromObject(f.cluster), owner); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 func containsAny(haystack string, needles ...string) string {
