@@ -152,7 +152,9 @@ func TestRestartMidReconcile(t *testing.T) {
 	configs := make([]*bootstrapv1.KubeadmConfig, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { _, configs[i] = f.machine(fmt.Sprintf("worker-%02d", i), false, joinSpec(bootstrapv1.Raw, false)) })
+		wg.Go(func() {
+			_, configs[i] = f.machine(fmt.Sprintf("worker-%02d", i), false, joinSpec(bootstrapv1.Raw, false))
+		})
 	}
 	wg.Wait()
 	done := func() int {
