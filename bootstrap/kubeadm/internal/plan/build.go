@@ -50,9 +50,9 @@ type VersionError struct {
 
 func (e *VersionError) Error() string {
 	if e.Version == "" {
-		return fmt.Sprintf("the Kubernetes version of %s %s", e.Of, e.Problem)
+		return fmt.Sprintf("%s has no Kubernetes version", e.Of)
 	}
-	return fmt.Sprintf("the Kubernetes version of %s (%q) %s", e.Of, e.Version, e.Problem)
+	return fmt.Sprintf("Kubernetes version %q of %s: %s", e.Version, e.Of, e.Problem)
 }
 
 // SecretRef names a key of a Secret in the KubeadmConfig's namespace.

@@ -129,7 +129,7 @@ func TestJoinErrorsNameTheField(t *testing.T) {
 		"template error": {func(in *plan.Input) {
 			in.Spec.Files = []upstreambootstrapv1.File{{Path: "/x", Content: `{{ template "missing" }}`, ContentFormat: upstreambootstrapv1.FileContentFormatTemplate}}
 		}, "spec.files[0]: template for /x fails"},
-		"no version": {func(in *plan.Input) { in.Cluster.KubernetesVersion = "" }, "Kubernetes version of the machine is required"},
+		"no version": {func(in *plan.Input) { in.Cluster.KubernetesVersion = "" }, "the machine has no Kubernetes version"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -182,7 +182,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 		s.dataNotAvailable(ReasonOwnerNotFound, "Waiting for the %s %s that owns this KubeadmConfig: not found", missing.kind, missing.name)
 		return ctrl.Result{}, nil
 	case errors.Is(err, errPoolsDisabled):
-		s.dataNotAvailable(ReasonMachinePoolDisabled, "%v (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
+		r.refuse(s, ReasonMachinePoolDisabled, "%v (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
 			err, feature.MachinePool, feature.EnvVar(feature.MachinePool))
 		return ctrl.Result{}, nil
 	case err != nil:
@@ -199,7 +199,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	s.cluster = &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: o.clusterName()}, s.cluster); err != nil {
 		if apierrors.IsNotFound(err) {
-			s.dataNotAvailable(ReasonClusterNotFound, "Cluster %s of %s not found", o.clusterName(), o)
+			s.dataNotAvailable(ReasonClusterNotFound, "Cluster %s, named by %s, not found", o.clusterName(), o)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err

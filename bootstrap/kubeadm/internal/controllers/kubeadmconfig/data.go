@@ -161,14 +161,18 @@ func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action, p
 	return out, nil
 }
 
-// refuse reports a problem only a change of the spec (or of what it refers
-// to) can fix, with a warning event when the config enters that state.
+// refuse reports why there is no data when only a person can fix it (the
+// spec, what it refers to, the manager's flags), with a warning event when the
+// config enters that state.
 func (r *Reconciler) refuse(s *scope, reason, format string, args ...any) {
-	prev := conditions.Get(s.cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition)
-	s.dataNotAvailable(reason, format, args...)
+	r.warn(s, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, reason, format, args...)
+}
+
+func (r *Reconciler) warn(s *scope, conditionType, reason, format string, args ...any) {
+	prev := conditions.Get(s.cfg, conditionType)
+	s.setCondition(conditionType, metav1.ConditionFalse, reason, format, args...)
 	if prev == nil || prev.Reason != reason {
-		cur := conditions.Get(s.cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition)
-		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, reason, "Bootstrap", "%s", cur.Message)
+		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, reason, "Bootstrap", "%s", conditions.Get(s.cfg, conditionType).Message)
 	}
 }
 

@@ -79,11 +79,11 @@ func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, error) 
 func (r *Reconciler) gatherInputs(ctx context.Context, s *scope, action plan.Action) (*plan.Input, error) {
 	spec := &s.cfg.Spec
 	if msg := fieldrules.FormatDisabled(spec.EffectiveFormat(), r.Gates); msg != "" {
-		s.dataNotAvailable(ReasonFormatDisabled, "%s", msg)
+		r.refuse(s, ReasonFormatDisabled, "%s", msg)
 		return nil, stop(ctrl.Result{})
 	}
 	if _, _, err := plan.MachineVersion(s.owner.kubernetesVersion()); err != nil {
-		s.dataNotAvailable(ReasonInvalidKubernetesVersion, "%s %s: %v", s.owner.kind(), s.owner.object().GetName(), err)
+		r.refuse(s, ReasonInvalidKubernetesVersion, "%s: %v", s.owner, err)
 		return nil, stop(ctrl.Result{})
 	}
 	if action != plan.ActionInit && needsClusterEndpoint(spec) && !s.cluster.Spec.ControlPlaneEndpoint.IsValid() {
@@ -176,7 +176,7 @@ func (r *Reconciler) certificates(ctx context.Context, s *scope, action plan.Act
 		s.certificatesNotAvailable(metav1.ConditionUnknown, ReasonInternalError, "Reading the certificates of Cluster %s failed; retrying", s.cluster.Name)
 		return nil, err
 	default:
-		s.certificatesNotAvailable(metav1.ConditionFalse, ReasonCertificatesCorrupted, "The certificates of Cluster %s cannot be used: %v", s.cluster.Name, err)
+		r.warn(s, upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, ReasonCertificatesCorrupted, "The certificates of Cluster %s cannot be used: %v", s.cluster.Name, err)
 		return nil, stop(ctrl.Result{})
 	}
 }
