@@ -98,8 +98,11 @@ func badInputs() []badInput {
 			condition: dataCondition, reason: kubeadmconfig.ReasonOwnerNotFound,
 		},
 		{
-			name:  "workload cluster unreachable",
-			setup: func(f *fixture) *bootstrapv1.KubeadmConfig { _, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false)); return cfg },
+			name: "workload cluster unreachable",
+			setup: func(f *fixture) *bootstrapv1.KubeadmConfig {
+				_, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
+				return cfg
+			},
 			reconciler: func(f *fixture) *kubeadmconfig.Reconciler {
 				r, _ := direct(mgmt.Client, clustercache.NewFakeEmptyClusterCache(), allGates(f.t))
 				return r
@@ -139,8 +142,11 @@ func badInputs() []badInput {
 			condition: dataCondition, reason: kubeadmconfig.ReasonRenderFailed,
 		},
 		{
-			name:  "format gate off on the controller",
-			setup: func(f *fixture) *bootstrapv1.KubeadmConfig { _, cfg := f.machine("w", false, joinSpec(bootstrapv1.Raw, false)); return cfg },
+			name: "format gate off on the controller",
+			setup: func(f *fixture) *bootstrapv1.KubeadmConfig {
+				_, cfg := f.machine("w", false, joinSpec(bootstrapv1.Raw, false))
+				return cfg
+			},
 			reconciler: func(f *fixture) *kubeadmconfig.Reconciler {
 				r, _ := direct(mgmt.Client, clustercache.NewFakeClusterCache(workload.Client, client.ObjectKeyFromObject(f.cluster)), feature.NewFeatureGates())
 				return r
