@@ -26,7 +26,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 )
 
-func allGates(t *testing.T) featuregate.FeatureGate {
+func allGates(t testing.TB) featuregate.FeatureGate {
 	t.Helper()
 	g := feature.NewFeatureGates()
 	if err := g.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): true, string(feature.KubeadmBootstrapFormatRaw): true}); err != nil {

@@ -138,7 +138,7 @@ func startManager(t *testing.T, flags ...string) (stop func()) {
 // fixture is one Cluster in a namespace of its own, with a kubeconfig Secret
 // that reaches the workload API server.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	ns      string
 	cluster *clusterv1.Cluster
@@ -146,7 +146,7 @@ type fixture struct {
 
 const kubernetesVersion = "v1.36.3"
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), ns: "t-" + rand.String(6)}
 	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}})
@@ -288,7 +288,7 @@ func (f *fixture) waitForReason(cfg *bootstrapv1.KubeadmConfig, conditionType, r
 }
 
 // tokensOf lists the bootstrap token Secrets in the workload cluster made for cfg.
-func tokensOf(t *testing.T, cfg *bootstrapv1.KubeadmConfig) []corev1.Secret {
+func tokensOf(t testing.TB, cfg *bootstrapv1.KubeadmConfig) []corev1.Secret {
 	t.Helper()
 	list := &corev1.SecretList{}
 	if err := workload.Client.List(context.Background(), list, client.InNamespace(metav1.NamespaceSystem),
@@ -303,7 +303,7 @@ func tokensOf(t *testing.T, cfg *bootstrapv1.KubeadmConfig) []corev1.Secret {
 	return list.Items
 }
 
-func tokenSecret(t *testing.T, id string) (*corev1.Secret, bool) {
+func tokenSecret(t testing.TB, id string) (*corev1.Secret, bool) {
 	t.Helper()
 	s := &corev1.Secret{}
 	err := workload.Client.Get(context.Background(), client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "bootstrap-token-" + id}, s)
