@@ -74,11 +74,18 @@ build: ## Build the manager and render binaries into bin/.
 
 FUZZ_TARGETS := bootstrap/kubeadm/internal/cloudinit bootstrap/kubeadm/internal/ignition bootstrap/kubeadm/internal/raw
 
+CONTROLLER_PKG := ./bootstrap/kubeadm/internal/controllers/kubeadmconfig
+
 .PHONY: test
 test: tools verify-generate ## Build tools, check generated files, vet, run every test and each fuzz target for FUZZTIME.
 	go vet ./...
 	go test -count=1 ./...
 	$(MAKE) fuzz
+	$(MAKE) bench-requests
+
+.PHONY: bench-requests
+bench-requests: ## Count the API requests the controller makes per KubeadmConfig (one benchmark round).
+	go test -run='^$$' -bench='^BenchmarkReconcileRequests$$' -benchtime=1x $(CONTROLLER_PKG)
 
 .PHONY: fuzz
 fuzz: ## Run each renderer's fuzz target for FUZZTIME (default 10s).
@@ -89,7 +96,7 @@ fuzz: ## Run each renderer's fuzz target for FUZZTIME (default 10s).
 BENCH_COUNT ?= 6
 
 .PHONY: bench
-bench: ## Benchmark the renderers side by side with upstream Cluster API's; benchstat compares them.
+bench: bench-requests ## Benchmark the renderers side by side with upstream Cluster API's (benchstat), and count the controller's API requests.
 	hack/tools.sh benchstat
 	mkdir -p $(BIN_DIR)
 	go test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) ./bootstrap/kubeadm/internal/bootstrapdata | tee $(BIN_DIR)/bench.txt

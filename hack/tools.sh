@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|envtest|kubeadm|controller-gen|ignition-validate|benchstat|cloud-init]...
+#   hack/tools.sh [all|envtest|kubeadm|kubectl|controller-gen|ignition-validate|benchstat|cloud-init]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -23,7 +23,7 @@ log() { printf '[tools] %s\n' "$*" >&2; }
 tool_path() {
   case "$1" in
     envtest) echo "${TOOLS_CACHE}/envtest/${KUBERNETES_VERSION}-${ETCD_VERSION}" ;;
-    kube-apiserver | kubeadm) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}/$1" ;;
+    kube-apiserver | kubeadm | kubectl) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}/$1" ;;
     etcd) echo "${TOOLS_CACHE}/etcd/${ETCD_VERSION}/etcd" ;;
     controller-gen) echo "${TOOLS_CACHE}/controller-gen/${CONTROLLER_GEN_VERSION}/controller-gen" ;;
     ignition-validate) echo "${TOOLS_CACHE}/ignition-validate/${IGNITION_VERSION}/ignition-validate" ;;
@@ -113,9 +113,10 @@ install_cloud_init() {
 
 build() {
   case "$1" in
-    all) for t in envtest kubeadm controller-gen ignition-validate cloud-init; do build "${t}"; done ;;
+    all) for t in envtest kubeadm kubectl controller-gen ignition-validate cloud-init; do build "${t}"; done ;;
     envtest) build_envtest ;;
     kubeadm) build_kubernetes_cmd kubeadm ;;
+    kubectl) build_kubernetes_cmd kubectl ;;
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" ;;
     ignition-validate) go_install ignition-validate github.com/coreos/ignition/v2/validate "${IGNITION_VERSION}" ;;
     benchstat) go_install benchstat golang.org/x/perf/cmd/benchstat "${BENCHSTAT_VERSION}" ;;

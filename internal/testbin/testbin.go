@@ -54,6 +54,7 @@ const (
 	KubeAPIServer    = "kube-apiserver"
 	Etcd             = "etcd"
 	Kubeadm          = "kubeadm"
+	Kubectl          = "kubectl"
 	IgnitionValidate = "ignition-validate"
 	CloudInit        = "cloud-init"
 	Benchstat        = "benchstat"
@@ -62,7 +63,7 @@ const (
 func toolPath(name string) (string, error) {
 	v := Versions
 	switch name {
-	case KubeAPIServer, Kubeadm:
+	case KubeAPIServer, Kubeadm, Kubectl:
 		return filepath.Join(CacheDir(), name, v["KUBERNETES_VERSION"], name), nil
 	case Etcd:
 		return filepath.Join(CacheDir(), name, v["ETCD_VERSION"], name), nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/manager"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
@@ -42,47 +44,50 @@ func buildManager(t *testing.T) string {
 	return bin
 }
 
-// TestManagerServesHealthAndReadiness starts the real binary against a real
-// API server, probes it the way a kubelet would, and has the API server call
-// its admission webhooks over TLS.
-func TestManagerServesHealthAndReadiness(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{WithWebhooks: true, WithClusterAPI: true})
+// runningManager is the manager binary running against an envtest API server.
+type runningManager struct {
+	cmd        *exec.Cmd
+	done       chan error
+	logs       *bytes.Buffer
+	healthPort int
+	kubeconfig string
+}
+
+// startBinary builds and starts the real manager binary against env, serving
+// its webhooks where env registered them, and waits until /readyz answers.
+func startBinary(t *testing.T, env *testenv.Env, extra ...string) *runningManager {
+	t.Helper()
 	hooks := env.Environment.WebhookInstallOptions
 	bin := buildManager(t)
 	kubeconfig, err := testenv.WriteAdminKubeconfig(env.Environment, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	healthPort := freePort(t)
-
-	var logs bytes.Buffer
-	cmd := exec.Command(bin,
-		"--kubeconfig="+kubeconfig,
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", healthPort),
+	m := &runningManager{done: make(chan error, 1), logs: &bytes.Buffer{}, healthPort: freePort(t), kubeconfig: kubeconfig}
+	m.cmd = exec.Command(bin, append([]string{
+		"--kubeconfig=" + kubeconfig,
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", m.healthPort),
 		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", freePort(t)),
 		"--insecure-diagnostics",
-		"--leader-elect",
-		"--leader-elect-namespace=default",
-		"--feature-gates=KubeadmBootstrapFormatIgnition=true",
 		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
-		"--webhook-cert-dir="+hooks.LocalServingCertDir,
-	)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
+		"--webhook-cert-dir=" + hooks.LocalServingCertDir,
+	}, extra...)...)
+	m.cmd.Stdout, m.cmd.Stderr = m.logs, m.logs
+	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { m.done <- m.cmd.Wait() }()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
+		if m.cmd.ProcessState == nil {
+			_ = m.cmd.Process.Kill()
+			<-m.done
 		}
 	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, endpoint := range []string{"/healthz", "/readyz"} {
-		url := fmt.Sprintf("http://127.0.0.1:%d%s", healthPort, endpoint)
+		url := fmt.Sprintf("http://127.0.0.1:%d%s", m.healthPort, endpoint)
 		for {
 			resp, err := http.Get(url)
 			if err == nil {
@@ -92,28 +97,56 @@ func TestManagerServesHealthAndReadiness(t *testing.T) {
 				}
 			}
 			select {
-			case err := <-done:
-				t.Fatalf("manager exited before %s answered: %v\n%s", endpoint, err, logs.String())
+			case err := <-m.done:
+				t.Fatalf("manager exited before %s answered: %v\n%s", endpoint, err, m.logs.String())
 			case <-ctx.Done():
-				t.Fatalf("%s never answered 200 (last error %v)\n%s", endpoint, err, logs.String())
+				t.Fatalf("%s never answered 200 (last error %v)\n%s", endpoint, err, m.logs.String())
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
 	}
+	return m
+}
+
+// TestManagerServesHealthAndReadiness starts the real binary against a real
+// API server, probes it the way a kubelet would, and has the API server call
+// its admission webhooks over TLS.
+func TestManagerServesHealthAndReadiness(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{WithWebhooks: true, WithClusterAPI: true})
+	m := startBinary(t, env, "--leader-elect", "--leader-elect-namespace=default", "--feature-gates=KubeadmBootstrapFormatIgnition=true")
 
 	checkAdmission(t, env)
 
 	// A clean shutdown on SIGTERM, as in a pod deletion.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
+	case err := <-m.done:
 		if err != nil {
-			t.Fatalf("manager did not exit cleanly: %v\n%s", err, logs.String())
+			t.Fatalf("manager did not exit cleanly: %v\n%s", err, m.logs.String())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("manager did not stop on SIGTERM\n%s", logs.String())
+		t.Fatalf("manager did not stop on SIGTERM\n%s", m.logs.String())
+	}
+}
+
+// TestREADMESample runs the README's "Try the controller" sample, unchanged,
+// against the binary: the script applies a Cluster, a Machine and a
+// KubeadmConfig with kubectl, and the controller writes the data secret.
+func TestREADMESample(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{WithWebhooks: true, WithClusterAPI: true})
+	m := startBinary(t, env)
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "examples", "local", "bootstrap.sh"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+m.kubeconfig, "KUBECTL="+testbin.MustPath(t, testbin.Kubectl))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the sample failed: %v\n%s\nmanager:\n%s", err, out, m.logs.String())
+	}
+	for _, want := range []string{"cloud-config", "## template: jinja", "#cloud-config", "demo-cp-0"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the sample's output lacks %q:\n%s", want, out)
+		}
 	}
 }
 
