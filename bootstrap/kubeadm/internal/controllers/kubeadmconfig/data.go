@@ -169,9 +169,13 @@ func (r *Reconciler) refuse(s *scope, reason, format string, args ...any) {
 }
 
 func (r *Reconciler) warn(s *scope, conditionType, reason, format string, args ...any) {
-	prev := conditions.Get(s.cfg, conditionType)
+	// The reason is copied: Get points into the conditions that Set rewrites.
+	prevReason := ""
+	if prev := conditions.Get(s.cfg, conditionType); prev != nil {
+		prevReason = prev.Reason
+	}
 	s.setCondition(conditionType, metav1.ConditionFalse, reason, format, args...)
-	if prev == nil || prev.Reason != reason {
+	if prevReason != reason {
 		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, reason, "Bootstrap", "%s", conditions.Get(s.cfg, conditionType).Message)
 	}
 }
