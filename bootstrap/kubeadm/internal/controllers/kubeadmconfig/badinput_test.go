@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -104,8 +105,7 @@ func badInputs() []badInput {
 				return cfg
 			},
 			reconciler: func(f *fixture) *kubeadmconfig.Reconciler {
-				r, _ := direct(mgmt.Client, clustercache.NewFakeEmptyClusterCache(), allGates(f.t))
-				return r
+				return f.reconciler(clustercache.NewFakeEmptyClusterCache(), allGates(f.t))
 			},
 			condition: dataCondition, reason: kubeadmconfig.ReasonWorkloadClusterUnreachable, waits: true,
 		},
@@ -148,8 +148,7 @@ func badInputs() []badInput {
 				return cfg
 			},
 			reconciler: func(f *fixture) *kubeadmconfig.Reconciler {
-				r, _ := direct(mgmt.Client, clustercache.NewFakeClusterCache(workload.Client, client.ObjectKeyFromObject(f.cluster)), feature.NewFeatureGates())
-				return r
+				return f.reconciler(nil, feature.NewFeatureGates())
 			},
 			condition: dataCondition, reason: kubeadmconfig.ReasonFormatDisabled,
 		},
@@ -164,8 +163,7 @@ func badInputs() []badInput {
 				if err := g.(interface{ Set(string) error }).Set("MachinePool=false"); err != nil {
 					f.t.Fatal(err)
 				}
-				r, _ := direct(mgmt.Client, clustercache.NewFakeClusterCache(workload.Client, client.ObjectKeyFromObject(f.cluster)), g)
-				return r
+				return f.reconciler(nil, g)
 			},
 			condition: dataCondition, reason: kubeadmconfig.ReasonMachinePoolDisabled,
 		},
@@ -193,6 +191,16 @@ func badInputs() []badInput {
 	}
 }
 
+// reconciler is a direct reconciler on the real API servers; cc nil means the
+// fixture's workload cluster is reachable.
+func (f *fixture) reconciler(cc clustercache.ClusterCache, gates featuregate.FeatureGate) *kubeadmconfig.Reconciler {
+	if cc == nil {
+		cc = clustercache.NewFakeClusterCache(workload.Client, client.ObjectKeyFromObject(f.cluster))
+	}
+	r, _ := direct(mgmt.Client, cc, gates)
+	return r
+}
+
 // TestBadInputsGiveConditions: each input that cannot produce data ends in a
 // condition with its own reason, no error, no half-written state, and a
 // requeue only where waiting can help; a fixed input then produces its data.
@@ -201,9 +209,7 @@ func TestBadInputsGiveConditions(t *testing.T) {
 	mgmt.ServeWebhooks(t, gates)
 	for _, tc := range badInputs() {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			f.clusterCertificates()
-			f.setClusterStatus(true, true)
+			f := newRunningCluster(t)
 			cfg := tc.setup(f)
 			r, rec := direct(mgmt.Client, clustercache.NewFakeClusterCache(workload.Client, client.ObjectKeyFromObject(f.cluster)), gates)
 			if tc.reconciler != nil {
@@ -265,9 +271,7 @@ func TestBadInputsGiveConditions(t *testing.T) {
 func TestPausedConfigIsLeftAlone(t *testing.T) {
 	gates := allGates(t)
 	mgmt.ServeWebhooks(t, gates)
-	f := newFixture(t)
-	f.clusterCertificates()
-	f.setClusterStatus(true, true)
+	f := newRunningCluster(t)
 	m, _ := f.machine("w-"+rand.String(4), false, joinSpec(bootstrapv1.CloudConfig, false))
 	cfg := &bootstrapv1.KubeadmConfig{}
 	cfg.Name, cfg.Namespace = m.Name, f.ns

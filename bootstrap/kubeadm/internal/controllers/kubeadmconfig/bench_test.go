@@ -126,9 +126,7 @@ func BenchmarkReconcileRequests(b *testing.B) {
 		}
 		mgr.GetCache().WaitForCacheSync(ctx)
 
-		f := newFixture(b)
-		f.clusterCertificates()
-		f.setClusterStatus(true, true)
+		f := newRunningCluster(b)
 		time.Sleep(time.Second) // let the cluster cache connect and the informers settle
 		before := counter.snapshot()
 

@@ -83,9 +83,7 @@ func checkOneSecretOneToken(t *testing.T, f *fixture, cfg *bootstrapv1.KubeadmCo
 func TestInterruptedReconcile(t *testing.T) {
 	gates := allGates(t)
 	mgmt.ServeWebhooks(t, gates)
-	f := newFixture(t)
-	f.clusterCertificates()
-	f.setClusterStatus(true, true)
+	f := newRunningCluster(t)
 	_, cfg := f.machine("worker", false, joinSpec(bootstrapv1.CloudConfig, false))
 	cc := clustercache.NewFakeClusterCache(workload.Client, client.ObjectKeyFromObject(f.cluster))
 	lost := errors.New("connection lost")
@@ -144,9 +142,7 @@ func TestRestartMidReconcile(t *testing.T) {
 	// The first manager is throttled, so that it is stopped in the middle of
 	// its work, with reconciles in flight.
 	stopFirst := startManager(t, "--kube-api-qps=8", "--kube-api-burst=8")
-	f := newFixture(t)
-	f.clusterCertificates()
-	f.setClusterStatus(true, true)
+	f := newRunningCluster(t)
 
 	const n = 30
 	configs := make([]*bootstrapv1.KubeadmConfig, n)

@@ -26,9 +26,7 @@ import (
 // planted values, the bootstrap tokens and the cluster's CA keys.
 func TestNoSecretMaterialLeaks(t *testing.T) {
 	startManager(t)
-	f := newFixture(t)
-	f.clusterCertificates()
-	f.setClusterStatus(true, true)
+	f := newRunningCluster(t)
 
 	fileValue := "PLANTED-file-" + rand.String(16) + "\nsecond line PLANTED-" + rand.String(16) + "\n"
 	passwd := "$6$PLANTED" + rand.String(16)

@@ -170,6 +170,17 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
+// newRunningCluster is a fixture whose control plane is up: the cluster's
+// certificates exist, its infrastructure is provisioned and its control plane
+// initialized, so machines join right away.
+func newRunningCluster(t testing.TB) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	f.clusterCertificates()
+	f.setClusterStatus(true, true)
+	return f
+}
+
 func (f *fixture) create(obj client.Object) {
 	f.t.Helper()
 	if err := mgmt.Client.Create(f.ctx, obj); err != nil {

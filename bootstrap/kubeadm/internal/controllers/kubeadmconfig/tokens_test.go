@@ -64,9 +64,7 @@ func hasEvent(t *testing.T, cfg *bootstrapv1.KubeadmConfig, reason string) bool 
 // machine's Node exists.
 func TestMachineTokenLifecycle(t *testing.T) {
 	startManager(t, "--bootstrap-token-ttl="+testTTL.String())
-	f := newFixture(t)
-	f.clusterCertificates()
-	f.setClusterStatus(true, true)
+	f := newRunningCluster(t)
 	machine, cfg := f.machine("slow-worker", false, joinSpec(bootstrapv1.CloudConfig, false))
 	sec := f.waitForData(cfg)
 	id := sec.Annotations[kubeadmconfig.TokenIDAnnotation]
@@ -140,9 +138,7 @@ func TestMachineTokenLifecycle(t *testing.T) {
 // the old token stays valid for anyone who picked it up a moment earlier.
 func TestMachinePoolTokenRotation(t *testing.T) {
 	startManager(t, "--bootstrap-token-ttl="+testTTL.String())
-	f := newFixture(t)
-	f.clusterCertificates()
-	f.setClusterStatus(true, true)
+	f := newRunningCluster(t)
 	pool := &clusterv1.MachinePool{
 		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}},
 		Spec: clusterv1.MachinePoolSpec{
