@@ -3,10 +3,8 @@ package kubeadmconfig_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,77 +18,6 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
-// requestCounter counts the management-cluster API requests a manager makes,
-// by verb and resource.
-type requestCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		c.mu.Lock()
-		c.counts[verbAndResource(req)]++
-		c.mu.Unlock()
-		return rt.RoundTrip(req)
-	})
-}
-
-func (c *requestCounter) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.counts))
-	for k, v := range c.counts {
-		out[k] = v
-	}
-	return out
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// verbAndResource names a request the way the API server's audit log does:
-// get, list, watch, create, update, patch, delete on resource[/subresource].
-func verbAndResource(req *http.Request) string {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	// /api/v1/... or /apis/group/version/...
-	switch {
-	case len(parts) > 0 && parts[0] == "api":
-		parts = parts[min(2, len(parts)):]
-	case len(parts) > 0 && parts[0] == "apis":
-		parts = parts[min(3, len(parts)):]
-	}
-	if len(parts) >= 2 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	resource, named := "", false
-	if len(parts) > 0 {
-		resource = parts[0]
-		named = len(parts) > 1
-		if len(parts) > 2 {
-			resource += "/" + parts[2]
-		}
-	}
-	verb := strings.ToLower(req.Method)
-	switch req.Method {
-	case http.MethodGet:
-		switch {
-		case req.URL.Query().Get("watch") == "true":
-			verb = "watch"
-		case named:
-			verb = "get"
-		default:
-			verb = "list"
-		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	}
-	return verb + " " + resource
-}
-
 // BenchmarkReconcileRequests has the manager bootstrap worker machines and
 // reports the management-cluster API requests it made per KubeadmConfig, by
 // verb and resource, from the moment its caches were running to the moment
@@ -100,9 +27,9 @@ func BenchmarkReconcileRequests(b *testing.B) {
 	const configs = 50
 	for range b.N {
 		b.StopTimer()
-		counter := &requestCounter{counts: map[string]int{}}
+		counter := testenv.NewRequestCounter()
 		cfg := rest.CopyConfig(mgmt.Config)
-		cfg.Wrap(counter.wrap)
+		cfg.Wrap(counter.Wrap)
 
 		hooks := mgmt.Environment.WebhookInstallOptions
 		opts, err := manager.ParseFlags([]string{
@@ -128,7 +55,7 @@ func BenchmarkReconcileRequests(b *testing.B) {
 
 		f := newRunningCluster(b)
 		time.Sleep(time.Second) // let the cluster cache connect and the informers settle
-		before := counter.snapshot()
+		before := counter.Snapshot()
 
 		b.StartTimer()
 		var list []*bootstrapv1.KubeadmConfig
@@ -148,7 +75,7 @@ func BenchmarkReconcileRequests(b *testing.B) {
 		// Requests that follow from the last writes (the status patch's own
 		// watch event) land within moments.
 		time.Sleep(2 * time.Second)
-		after := counter.snapshot()
+		counts := counter.Snapshot().Since(before)
 		tokens := 0
 		for _, c := range list {
 			tokens += len(tokensOf(b, c))
@@ -157,24 +84,16 @@ func BenchmarkReconcileRequests(b *testing.B) {
 		<-done
 
 		var rows []string
-		var writes, total float64
-		for k, v := range after {
-			d := float64(v-before[k]) / configs
-			if d == 0 {
-				continue
-			}
-			rows = append(rows, fmt.Sprintf("  %-40s %6.2f", k, d))
-			total += d
-			verb := strings.Fields(k)[0]
-			if verb == "create" || verb == "update" || verb == "patch" || verb == "delete" {
-				writes += d
-			}
+		for k, v := range counts.Requests {
+			rows = append(rows, fmt.Sprintf("  %-40s %6.2f", k, float64(v)/configs))
 		}
 		sort.Strings(rows)
+		total, w := counts.Total()
+		writes := float64(w) / configs
 		b.Logf("management API requests per KubeadmConfig (%d worker configs):\n%s\n  %-40s %6.2f\n  %-40s %6.2f\n  tokens created in the workload cluster per config: %.2f",
-			configs, strings.Join(rows, "\n"), "writes", writes, "all", total, float64(tokens)/configs)
+			configs, strings.Join(rows, "\n"), "writes", writes, "all", float64(total)/configs, float64(tokens)/configs)
 		b.ReportMetric(writes, "writes/config")
-		b.ReportMetric(total, "requests/config")
+		b.ReportMetric(float64(total)/configs, "requests/config")
 		b.ReportMetric(float64(tokens)/configs, "tokens/config")
 	}
 }
