@@ -102,6 +102,15 @@ bench: bench-requests ## Benchmark the renderers side by side with upstream Clus
 	go test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) ./bootstrap/kubeadm/internal/bootstrapdata | tee $(BIN_DIR)/bench.txt
 	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench.txt
 
+SCALE_SIZES ?= 100,500,1000
+
+.PHONY: bench-scale
+bench-scale: ## Scale run: this manager and upstream's side by side on one API server, N = SCALE_SIZES (not part of make test).
+	hack/tools.sh envtest benchstat
+	mkdir -p $(BIN_DIR)
+	SCALE_SIZES=$(SCALE_SIZES) go test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=90m -v ./test/scale | tee $(BIN_DIR)/bench-scale.txt
+	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench-scale.txt
+
 ##@ Run
 
 .PHONY: run

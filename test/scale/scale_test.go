@@ -1,0 +1,439 @@
+// Package scale runs this provider's manager and upstream Cluster API
+// v1.14.2's kubeadm bootstrap manager side by side on one real API server
+// (envtest) and measures what it costs each of them to give N KubeadmConfigs
+// their data: wall time, API requests and bytes written per config, tokens,
+// heap, goroutines and CPU. `make bench-scale` runs it; it is not part of
+// `make test`.
+package scale
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/secret"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+)
+
+var (
+	mgmt, workload *testenv.Env
+	binDir         string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// The in-process admission webhooks log through controller-runtime.
+	ctrl.SetLogger(klog.Background())
+	if flag.Lookup("test.bench").Value.String() == "" {
+		// Only the benchmark needs the binaries and API servers: `go test ./...` stays fast.
+		os.Exit(m.Run())
+	}
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	var err error
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
+	if binDir, err = os.MkdirTemp("", "scale-bin-"); err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(binDir)
+	// The real binaries: this provider's, and upstream's manager built from
+	// the module version go.mod pins.
+	for name, pkg := range map[string]string{"ours": "./bootstrap/kubeadm/cmd/manager", "upstream": "sigs.k8s.io/cluster-api/bootstrap/kubeadm"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
+		cmd.Dir = testenv.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fail(fmt.Errorf("building %s: %v\n%s", pkg, err, out))
+		}
+	}
+	if mgmt, err = testenv.New(testenv.Options{WithWebhooks: true, WithClusterAPI: true}); err != nil {
+		return fail(err)
+	}
+	defer func() { _ = mgmt.Stop() }()
+	if workload, err = testenv.New(testenv.Options{}); err != nil {
+		return fail(err)
+	}
+	defer func() { _ = workload.Stop() }()
+	return m.Run()
+}
+
+// result is one implementation's run at one size.
+type result struct {
+	n        int
+	wall     time.Duration
+	counts   testenv.Counts
+	tokens   int
+	heapMB   float64
+	routines float64
+	cpu      float64
+}
+
+func (r result) perConfig(v float64) float64 { return v / float64(r.n) }
+
+func sizes(b *testing.B) []int {
+	spec := os.Getenv("SCALE_SIZES")
+	if spec == "" {
+		spec = "100,500,1000"
+	}
+	var out []int
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2 {
+			b.Fatalf("SCALE_SIZES: %q is not a size of at least 2", f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// BenchmarkScale: for each size N, a Cluster with one control-plane machine
+// joining and N-1 workers (cloud-config and ignition alternating), created
+// while the Cluster is paused; the clock runs from unpausing to every config
+// having its data. Each implementation gets identical objects in its own
+// namespace, watched only by its manager (--namespace), which reaches the
+// management and workload API servers through counting proxies.
+func BenchmarkScale(b *testing.B) {
+	gates := feature.NewFeatureGates()
+	if err := gates.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): true}); err != nil {
+		b.Fatal(err)
+	}
+	// Admission for every object of the run, whichever manager is measured.
+	mgmt.ServeWebhooks(b, gates)
+
+	results := map[string][]result{}
+	for _, n := range sizes(b) {
+		for _, impl := range []string{"ours", "upstream"} {
+			b.Run(fmt.Sprintf("n=%d/impl=%s", n, impl), func(b *testing.B) {
+				for range b.N {
+					r := run(b, impl, n)
+					results[impl] = append(results[impl], r)
+					total, writes := r.counts.Total()
+					b.ReportMetric(r.perConfig(float64(total)), "requests/config")
+					b.ReportMetric(r.perConfig(float64(writes)), "writes/config")
+					b.ReportMetric(r.perConfig(float64(r.counts.BytesWritten)), "bytes-written/config")
+					b.ReportMetric(r.perConfig(float64(r.tokens)), "tokens/config")
+					b.ReportMetric(r.perConfig(r.wall.Seconds())*1000, "ms/config")
+					b.ReportMetric(r.heapMB, "heap-MB")
+					b.ReportMetric(r.routines, "goroutines")
+					b.ReportMetric(r.cpu, "cpu-s")
+					var rows []string
+					for k, v := range r.counts.Requests {
+						rows = append(rows, fmt.Sprintf("  %-42s %8.3f", k, r.perConfig(float64(v))))
+					}
+					sort.Strings(rows)
+					b.Logf("%s, n=%d: all ready after %s; management API requests per config:\n%s", impl, n, r.wall.Round(time.Millisecond), strings.Join(rows, "\n"))
+				}
+			})
+		}
+	}
+	for impl, rs := range results {
+		if len(rs) < 2 {
+			continue
+		}
+		first, last := rs[0], rs[len(rs)-1]
+		ft, fw := first.counts.Total()
+		lt, lw := last.counts.Total()
+		b.Logf("%s: per-config cost at n=%d / at n=%d: time %.2f, requests %.2f, writes %.2f, bytes written %.2f; heap %.2f, cpu %.2f",
+			impl, last.n, first.n,
+			last.perConfig(last.wall.Seconds())/first.perConfig(first.wall.Seconds()),
+			last.perConfig(float64(lt))/first.perConfig(float64(ft)),
+			last.perConfig(float64(lw))/first.perConfig(float64(fw)),
+			last.perConfig(float64(last.counts.BytesWritten))/first.perConfig(float64(first.counts.BytesWritten)),
+			last.heapMB/first.heapMB, last.cpu/first.cpu)
+	}
+}
+
+// run measures one implementation at one size.
+func run(b *testing.B, impl string, n int) result {
+	b.StopTimer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := mgmt.Client
+	ns := fmt.Sprintf("%s-%d", impl, n)
+	must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+
+	mgmtCounter, workloadCounter := testenv.NewRequestCounter(), testenv.NewRequestCounter()
+	mgmtKubeconfig, err := mgmtCounter.Proxy(ctx, mgmt.Config)
+	must(b, err)
+	workloadKubeconfig, err := workloadCounter.Proxy(ctx, workload.Config)
+	must(b, err)
+
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "scale", Namespace: ns},
+		Spec: clusterv1.ClusterSpec{
+			Paused:               ptr.To(true),
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.0.0.1", Port: 6443},
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}},
+				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+			},
+		},
+	}
+	must(b, c.Create(ctx, cluster))
+	// The cluster's CAs exist, as a control-plane provider makes them first.
+	certs := secret.NewCertificatesForInitialControlPlane(&upstreambootstrapv1.ClusterConfiguration{})
+	must(b, certs.LookupOrGenerate(ctx, c, client.ObjectKeyFromObject(cluster), *metav1.NewControllerRef(cluster, clusterv1.GroupVersion.WithKind("Cluster"))))
+	must(b, c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "scale-kubeconfig", Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "scale"}},
+		Type:       clusterv1.ClusterSecretType,
+		Data:       map[string][]byte{"value": workloadKubeconfig},
+	}))
+	before := cluster.DeepCopy()
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	cluster.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	conditions.Set(cluster, metav1.Condition{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue, Reason: "Scale"})
+	must(b, c.Status().Patch(ctx, cluster, client.MergeFrom(before)))
+
+	m := startManager(b, impl, ns, mgmtKubeconfig)
+	defer m.stop(b)
+	createMachines(b, ns, n)
+
+	// Go: unpause and wait until every config has its data.
+	start := mgmtCounter.Snapshot()
+	startWorkload := workloadCounter.Snapshot()
+	startCPU := m.metric(b, "process_cpu_seconds_total")
+	before = cluster.DeepCopy()
+	cluster.Spec.Paused = ptr.To(false)
+	b.StartTimer()
+	t0 := time.Now()
+	must(b, c.Patch(ctx, cluster, client.MergeFrom(before)))
+	deadline := t0.Add(15 * time.Minute)
+	for {
+		list := &bootstrapv1.KubeadmConfigList{}
+		must(b, c.List(ctx, list, client.InNamespace(ns)))
+		ready := 0
+		for _, cfg := range list.Items {
+			if ptr.Deref(cfg.Status.Initialization.DataSecretCreated, false) {
+				ready++
+			}
+		}
+		if ready == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: %d of %d configs ready after 15 minutes\n%s", impl, ready, n, m.logTail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wall := time.Since(t0)
+	b.StopTimer()
+	// What follows from the last writes (watch events of the status patches) lands within moments.
+	time.Sleep(3 * time.Second)
+	r := result{
+		n: n, wall: wall,
+		counts:   mgmtCounter.Snapshot().Since(start),
+		tokens:   workloadCounter.Snapshot().Since(startWorkload).Requests["create secrets"],
+		heapMB:   m.metric(b, "go_memstats_heap_alloc_bytes") / (1 << 20),
+		routines: m.metric(b, "go_goroutines"),
+		cpu:      m.metric(b, "process_cpu_seconds_total") - startCPU,
+	}
+	return r
+}
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// createMachines creates one control-plane Machine and n-1 workers, each
+// with its KubeadmConfig owned by it, eight at a time.
+func createMachines(b *testing.B, ns string, n int) {
+	ctx := context.Background()
+	work := make(chan int)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				if err := createMachine(ctx, ns, i); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+func createMachine(ctx context.Context, ns string, i int) error {
+	name := fmt.Sprintf("m-%04d", i)
+	labels := map[string]string{clusterv1.ClusterNameLabel: "scale"}
+	spec := bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.CloudConfig}
+	spec.JoinConfiguration.NodeRegistration.Name = name
+	switch {
+	case i == 0:
+		labels[clusterv1.MachineControlPlaneLabel] = ""
+		spec.JoinConfiguration.ControlPlane = &upstreambootstrapv1.JoinControlPlane{}
+	case i%2 == 0:
+		spec.Format = bootstrapv1.Ignition
+	}
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "scale", Version: "v1.36.3",
+			Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "ScaleMachine", Name: name},
+		},
+	}
+	if err := mgmt.Client.Create(ctx, m); err != nil {
+		return err
+	}
+	cfg := &bootstrapv1.KubeadmConfig{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "scale"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: name, UID: m.UID, Controller: ptr.To(true)}},
+		},
+		Spec: spec,
+	}
+	return mgmt.Client.Create(ctx, cfg)
+}
+
+// manager is a manager binary running for one measurement.
+type manager struct {
+	cmd         *exec.Cmd
+	done        chan error
+	logs        string
+	metricsAddr string
+}
+
+func freePort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(b, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startManager(b *testing.B, impl, ns string, kubeconfig []byte) *manager {
+	dir := b.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	must(b, os.WriteFile(kc, kubeconfig, 0o600))
+	m := &manager{done: make(chan error, 1), logs: filepath.Join(dir, "manager.log"), metricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(b))}
+	args := []string{
+		"--kubeconfig=" + kc,
+		"--namespace=" + ns,
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", freePort(b)),
+		"--diagnostics-address=" + m.metricsAddr, "--insecure-diagnostics",
+		// The API server calls the webhooks the test serves; this one's are idle.
+		fmt.Sprintf("--webhook-port=%d", freePort(b)),
+		"--webhook-cert-dir=" + mgmt.Environment.WebhookInstallOptions.LocalServingCertDir,
+		"--feature-gates=KubeadmBootstrapFormatIgnition=true",
+	}
+	if impl == "upstream" {
+		args = append(args, "--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields")
+	}
+	m.cmd = exec.Command(filepath.Join(binDir, impl), args...)
+	logFile, err := os.Create(m.logs)
+	must(b, err)
+	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
+	must(b, m.cmd.Start())
+	go func() { m.done <- m.cmd.Wait(); logFile.Close() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := m.scrape(); err == nil {
+			return m
+		}
+		select {
+		case err := <-m.done:
+			b.Fatalf("%s manager exited: %v\n%s", impl, err, m.logTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s manager's metrics never answered\n%s", impl, m.logTail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (m *manager) stop(b *testing.B) {
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-m.done
+	}
+}
+
+func (m *manager) logTail() string {
+	data, _ := os.ReadFile(m.logs)
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	return string(data)
+}
+
+// scrape reads the manager's Prometheus metrics (Go runtime and process
+// collectors are registered by controller-runtime).
+func (m *manager) scrape() (map[string]float64, error) {
+	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+func (m *manager) metric(b *testing.B, name string) float64 {
+	all, err := m.scrape()
+	must(b, err)
+	v, ok := all[name]
+	if !ok {
+		b.Fatalf("the manager reports no %s", name)
+	}
+	return v
+}
