@@ -149,3 +149,53 @@ func BootstrapData(format string, value []byte) error {
 	}
 	return Kubeadm(config)
 }
+
+// CloudInitLoad parses YAML with cloud-init's own loader (util.load_yaml, on
+// the Python cloud-init runs with) and returns what it read, as JSON values.
+// This is what a machine would make of user data, as opposed to what a YAML
+// 1.2 library thinks it says.
+func CloudInitLoad(doc []byte) (any, error) {
+	bin, err := testbin.Path(testbin.CloudInit)
+	if err != nil {
+		return nil, err
+	}
+	python, err := interpreterOf(bin)
+	if err != nil {
+		return nil, err
+	}
+	const loader = `import sys, json
+from cloudinit import util
+data = util.load_yaml(sys.stdin.buffer.read().decode("utf-8"), default=None, allowed=(dict, list))
+if data is None:
+    sys.exit("cloud-init's loader rejected the document")
+json.dump(data, sys.stdout)
+`
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(python, "-c", loader)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(doc), &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("cloud-init's YAML loader: %v: %s", err, stderr.String())
+	}
+	var out any
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// interpreterOf reads the #! line of a script.
+func interpreterOf(script string) (string, error) {
+	data, err := os.ReadFile(script)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	if !bytes.HasPrefix(line, []byte("#!")) {
+		return "", fmt.Errorf("%s is not a script", script)
+	}
+	fields := strings.Fields(string(line[2:]))
+	if len(fields) == 0 {
+		return "", fmt.Errorf("%s has an empty #! line", script)
+	}
+	return fields[0], nil
+}
