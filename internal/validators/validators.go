@@ -155,6 +155,15 @@ func BootstrapData(format string, value []byte) error {
 // This is what a machine would make of user data, as opposed to what a YAML
 // 1.2 library thinks it says.
 func CloudInitLoad(doc []byte) (any, error) {
+	out, err := CloudInitLoadAll([][]byte{doc})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// CloudInitLoadAll is CloudInitLoad for many documents in one Python process.
+func CloudInitLoadAll(docs [][]byte) ([]any, error) {
 	bin, err := testbin.Path(testbin.CloudInit)
 	if err != nil {
 		return nil, err
@@ -165,20 +174,34 @@ func CloudInitLoad(doc []byte) (any, error) {
 	}
 	const loader = `import sys, json
 from cloudinit import util
-data = util.load_yaml(sys.stdin.buffer.read().decode("utf-8"), default=None, allowed=(dict, list))
-if data is None:
-    sys.exit("cloud-init's loader rejected the document")
-json.dump(data, sys.stdout)
+out = []
+for i, doc in enumerate(json.load(sys.stdin)):
+    data = util.load_yaml(doc, default=None, allowed=(dict, list))
+    if data is None:
+        sys.exit("cloud-init's loader rejected document %d" % i)
+    out.append(data)
+json.dump(out, sys.stdout)
 `
+	texts := make([]string, len(docs))
+	for i, d := range docs {
+		texts[i] = string(d)
+	}
+	in, err := json.Marshal(texts)
+	if err != nil {
+		return nil, err
+	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(python, "-c", loader)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(doc), &stdout, &stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("cloud-init's YAML loader: %v: %s", err, stderr.String())
 	}
-	var out any
+	var out []any
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		return nil, err
+	}
+	if len(out) != len(docs) {
+		return nil, fmt.Errorf("cloud-init's loader returned %d documents for %d", len(out), len(docs))
 	}
 	return out, nil
 }

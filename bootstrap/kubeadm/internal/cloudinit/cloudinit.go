@@ -1,14 +1,13 @@
 // Package cloudinit renders a bootstrap plan as cloud-init user data
-// (#cloud-config). The document is built from typed values and marshalled,
-// never pasted together from text templates.
+// (#cloud-config). The document is built from typed values (Build) and
+// written in one pass with every string in a style cloud-init's YAML 1.1
+// loader reads back exactly (encode, yaml11); never pasted together from
+// text templates.
 package cloudinit
 
 import (
-	"bytes"
 	"fmt"
 	"strconv"
-
-	"go.yaml.in/yaml/v3"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
@@ -93,20 +92,15 @@ func Render(p *plan.Plan) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// go.yaml.in/yaml/v3 marshals the typed value directly (sigs.k8s.io/yaml
-	// would round-trip through JSON, which costs more than rendering itself)
-	// and writes multi-line content as literal blocks.
-	var out bytes.Buffer
-	out.WriteString(Header)
-	enc := yaml.NewEncoder(&out)
-	enc.SetIndent(2)
-	if err := enc.Encode(c); err != nil {
-		return nil, fmt.Errorf("marshalling cloud-config: %w", err)
+	size := len(Header) + 512
+	for _, f := range c.WriteFiles {
+		size += len(f.Path) + len(f.Content) + len(f.Content)/16 + 96
 	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("marshalling cloud-config: %w", err)
+	out, err := encode(append(make([]byte, 0, size), Header...), c)
+	if err != nil {
+		return nil, fmt.Errorf("encoding cloud-config: %w", err)
 	}
-	return out.Bytes(), nil
+	return out, nil
 }
 
 // Build translates the plan into the cloud-config structure.
