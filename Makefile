@@ -103,12 +103,14 @@ bench: bench-requests ## Benchmark the renderers side by side with upstream Clus
 	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench.txt
 
 SCALE_SIZES ?= 100,500,1000
+# Extra flags for both managers in the scale run (the same for both).
+SCALE_FLAGS ?=
 
 .PHONY: bench-scale
 bench-scale: ## Scale run: this manager and upstream's side by side on one API server, N = SCALE_SIZES (not part of make test).
 	hack/tools.sh envtest benchstat
 	mkdir -p $(BIN_DIR)
-	SCALE_SIZES=$(SCALE_SIZES) go test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=90m -v ./test/scale | tee $(BIN_DIR)/bench-scale.txt
+	SCALE_SIZES=$(SCALE_SIZES) SCALE_FLAGS="$(SCALE_FLAGS)" go test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=90m -v ./test/scale | tee $(BIN_DIR)/bench-scale.txt
 	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench-scale.txt
 
 ##@ Run

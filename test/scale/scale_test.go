@@ -357,6 +357,10 @@ func startManager(b *testing.B, impl, ns string, kubeconfig []byte) *manager {
 	if impl == "upstream" {
 		args = append(args, "--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields")
 	}
+	// Flags for both managers, e.g. to lift the workload-cluster client limit
+	// (--clustercache-client-qps, 20 by default in both) that otherwise caps
+	// both at 20 token creates a second.
+	args = append(args, strings.Fields(os.Getenv("SCALE_FLAGS"))...)
 	m.cmd = exec.Command(filepath.Join(binDir, impl), args...)
 	logFile, err := os.Create(m.logs)
 	must(b, err)
