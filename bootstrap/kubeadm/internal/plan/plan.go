@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -91,15 +92,24 @@ type Kubeadm struct {
 
 // ConfigYAML is the kubeadm configuration as one YAML stream.
 func (k Kubeadm) ConfigYAML() string {
-	var b strings.Builder
+	return string(k.AppendConfigYAML(nil))
+}
+
+// AppendConfigYAML appends ConfigYAML to b.
+func (k Kubeadm) AppendConfigYAML(b []byte) []byte {
+	size := 0
 	for _, d := range k.Documents {
-		b.WriteString("---\n")
-		b.WriteString(d)
+		size += len(d) + 5
+	}
+	b = slices.Grow(b, size)
+	for _, d := range k.Documents {
+		b = append(b, "---\n"...)
+		b = append(b, d...)
 		if !strings.HasSuffix(d, "\n") {
-			b.WriteString("\n")
+			b = append(b, '\n')
 		}
 	}
-	return b.String()
+	return b
 }
 
 // DefaultConfigPath is where formats that follow upstream's layout write the

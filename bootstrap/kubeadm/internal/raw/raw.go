@@ -14,11 +14,11 @@ package raw
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/yaml11"
 )
 
 const (
@@ -29,7 +29,8 @@ const (
 	FilesKind       = "BootstrapFiles"
 )
 
-// FilesDocument lists files an agent writes before running kubeadm.
+// FilesDocument lists files an agent writes before running kubeadm (the
+// schema of the document Render writes; agents read it with any YAML library).
 type FilesDocument struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -60,19 +61,39 @@ func Render(p *plan.Plan) (*Output, error) {
 	if unsupported := unsupportedParts(p); len(unsupported) > 0 {
 		return nil, fmt.Errorf("the raw format carries kubeadm configuration only; the plan also has: %s", strings.Join(unsupported, ", "))
 	}
-	out := &Output{Value: []byte(p.Kubeadm.ConfigYAML())}
-	doc := FilesDocument{APIVersion: FilesAPIVersion, Kind: FilesKind, Action: string(p.Action)}
-	for _, f := range p.Files {
-		doc.Files = append(doc.Files, File{Path: f.Path, Owner: f.Owner, Permissions: f.Permissions, Content: f.Content})
-	}
-	if len(doc.Files) > 0 {
-		b, err := yaml.Marshal(doc)
-		if err != nil {
-			return nil, fmt.Errorf("marshalling %s: %w", FilesKind, err)
-		}
-		out.Files = b
+	out := &Output{Value: p.Kubeadm.AppendConfigYAML(nil)}
+	if len(p.Files) > 0 {
+		out.Files = appendFiles(nil, p)
 	}
 	return out, nil
+}
+
+// appendFiles writes the BootstrapFiles document in one pass; its contents
+// (PEM, kubeconfig) become literal blocks, copied about once.
+func appendFiles(b []byte, p *plan.Plan) []byte {
+	size := 128
+	for _, f := range p.Files {
+		size += len(f.Path) + len(f.Content) + len(f.Content)/12 + 64
+	}
+	b = slices.Grow(b, size)
+	b = append(b, "apiVersion: "+FilesAPIVersion+"\nkind: "+FilesKind+"\naction:"...)
+	b = yaml11.AppendString(b, string(p.Action), 0)
+	b = append(b, "files:\n"...)
+	for _, f := range p.Files {
+		b = append(b, "- path:"...)
+		b = yaml11.AppendString(b, f.Path, 2)
+		if f.Owner != "" {
+			b = append(b, "  owner:"...)
+			b = yaml11.AppendString(b, f.Owner, 2)
+		}
+		if f.Permissions != "" {
+			b = append(b, "  permissions:"...)
+			b = yaml11.AppendString(b, f.Permissions, 2)
+		}
+		b = append(b, "  content:"...)
+		b = yaml11.AppendString(b, f.Content, 2)
+	}
+	return b
 }
 
 func unsupportedParts(p *plan.Plan) []string {

@@ -13,6 +13,7 @@ package yaml11
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -49,12 +50,15 @@ func AppendBool(b []byte, v bool) []byte {
 	return append(b, '\n')
 }
 
+const spaces = "                                "
+
 // AppendIndent appends n spaces.
 func AppendIndent(b []byte, n int) []byte {
-	for range n {
-		b = append(b, ' ')
+	for n > len(spaces) {
+		b = append(b, spaces...)
+		n -= len(spaces)
 	}
-	return b
+	return append(b, spaces[:n]...)
 }
 
 // yaml11Keywords are the plain scalars that a YAML 1.1 loader does not read
@@ -107,6 +111,13 @@ func isPlainSafe(s string) bool {
 func isBlockSafe(s string) bool {
 	sawBreak, sawText := false, false
 	for i := 0; i < len(s); {
+		// Eight bytes of printable ASCII at a time: the bulk of any PEM,
+		// kubeadm configuration or script.
+		if i+8 <= len(s) && plainASCIIWord(s[i:i+8]) {
+			sawText = true
+			i += 8
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
@@ -144,6 +155,22 @@ func isBlockSafe(s string) bool {
 	return false
 }
 
+// plainASCIIWord reports whether 8 bytes are all printable ASCII (0x20-0x7E),
+// testing them together.
+func plainASCIIWord(s string) bool {
+	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	const high, ones = 0x8080808080808080, 0x0101010101010101
+	if w&high != 0 {
+		return false // not ASCII
+	}
+	if (w-0x20*ones)&^w&high != 0 {
+		return false // a control character
+	}
+	del := w ^ 0x7f*ones
+	return (del-ones)&^del&high == 0 // no DEL
+}
+
 // printableNonASCII is YAML's printable set above ASCII, minus the characters
 // loaders treat as line breaks (NEL, LS, PS) and the byte order mark.
 func printableNonASCII(r rune) bool {
@@ -173,29 +200,21 @@ func appendLiteral(b []byte, s string, indent int) []byte {
 	}
 	b = append(b, '\n')
 	body := s[:len(s)-trailing]
-	for len(body) > 0 || trailing > 0 {
-		line := body
-		next := ""
-		for i := 0; i < len(body); i++ {
-			if body[i] == '\n' {
-				line, next = body[:i], body[i+1:]
-				break
-			}
-		}
-		if len(line) > 0 {
+	for {
+		line, rest, more := strings.Cut(body, "\n")
+		if line != "" {
 			b = AppendIndent(b, indent+2)
 			b = append(b, line...)
 		}
 		b = append(b, '\n')
-		if next == "" && line == body {
-			// That was the last line of the body: the remaining trailing
-			// breaks beyond the first are empty lines.
-			for range trailing - 1 {
-				b = append(b, '\n')
-			}
+		if !more {
 			break
 		}
-		body = next
+		body = rest
+	}
+	// Trailing line breaks beyond the first are empty lines (kept by '+').
+	for range trailing - 1 {
+		b = append(b, '\n')
 	}
 	return b
 }

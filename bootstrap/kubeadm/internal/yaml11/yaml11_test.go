@@ -33,6 +33,9 @@ var adversarial = []string{
 	"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
 	"apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n",
 	strings.Repeat("long ", 200),
+	// Special characters at every offset of an eight-byte word, in text that is otherwise a literal block.
+	"abcdefgh\x7fijklmnop\n", "abcdefghijklmno\u0085pq\n", "12345678\x00\n", "1234567\x1f8\nline\n",
+	"12345678\r\n12345678\n", "1234567é8\n", "abcdefg\u2028hij\n", strings.Repeat("0123456789abcdef\n", 8) + "\x01\n",
 }
 
 // randomString draws from characters that matter to YAML.
