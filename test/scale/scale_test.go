@@ -160,13 +160,13 @@ func BenchmarkScale(b *testing.B) {
 		first, last := rs[0], rs[len(rs)-1]
 		ft, fw := first.counts.Total()
 		lt, lw := last.counts.Total()
-		b.Logf("%s: per-config cost at n=%d / at n=%d: time %.2f, requests %.2f, writes %.2f, bytes written %.2f; heap %.2f, cpu %.2f",
+		b.Logf("%s: per-config cost at n=%d / at n=%d: time %.2f, requests %.2f, writes %.2f, bytes written %.2f, cpu %.2f; heap at the end %.2f",
 			impl, last.n, first.n,
 			last.perConfig(last.wall.Seconds())/first.perConfig(first.wall.Seconds()),
 			last.perConfig(float64(lt))/first.perConfig(float64(ft)),
 			last.perConfig(float64(lw))/first.perConfig(float64(fw)),
 			last.perConfig(float64(last.counts.BytesWritten))/first.perConfig(float64(first.counts.BytesWritten)),
-			last.heapMB/first.heapMB, last.cpu/first.cpu)
+			last.perConfig(last.cpu)/first.perConfig(first.cpu), last.heapMB/first.heapMB)
 	}
 }
 

@@ -1,8 +1,6 @@
 package v1beta2
 
 import (
-	"reflect"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -146,7 +144,7 @@ type IgnitionSpec struct {
 
 // IsDefined reports whether any ignition setting is present.
 func (r *IgnitionSpec) IsDefined() bool {
-	return !reflect.DeepEqual(r, &IgnitionSpec{})
+	return *r != IgnitionSpec{}
 }
 
 // ButaneConfig is extra Ignition configuration written in Butane.
@@ -166,7 +164,7 @@ type ButaneConfig struct {
 
 // IsDefined reports whether any Butane setting is present.
 func (r *ButaneConfig) IsDefined() bool {
-	return !reflect.DeepEqual(r, &ButaneConfig{})
+	return *r != ButaneConfig{}
 }
 
 // KubeadmConfigStatus is the observed state of a KubeadmConfig, following the

@@ -22,18 +22,17 @@ import (
 // ending with a newline. indent is the column of that key or dash; a block
 // scalar's lines are indented two columns further.
 func AppendString(b []byte, s string, indent int) []byte {
-	switch {
-	case isPlainSafe(s):
+	if isPlainSafe(s) {
 		b = append(b, ' ')
 		b = append(b, s...)
 		return append(b, '\n')
-	case isBlockSafe(s):
-		return appendLiteral(b, s, indent)
-	default:
-		b = append(b, ' ')
-		b = AppendQuoted(b, s)
-		return append(b, '\n')
 	}
+	if out, ok := appendLiteral(b, s, indent); ok {
+		return out
+	}
+	b = append(b, ' ')
+	b = AppendQuoted(b, s)
+	return append(b, '\n')
 }
 
 // AppendInt appends an integer value (after "key:" or "-").
@@ -103,72 +102,95 @@ func isPlainSafe(s string) bool {
 	return true
 }
 
-// isBlockSafe reports whether s reads back unchanged from a literal block
-// with an explicit indentation indicator: it has a line break and something
-// else, and holds no character a loader would change or refuse in a block
-// (carriage returns and the other line separators, which loaders normalise;
-// non-printable characters; a byte order mark).
-func isBlockSafe(s string) bool {
-	sawBreak, sawText := false, false
-	for i := 0; i < len(s); {
-		// Eight bytes of printable ASCII at a time: the bulk of any PEM,
+// appendLiteral writes s as a literal block ("|2" with the chomping
+// indicator its trailing line breaks need, then its lines indented by
+// indent+2) when that reads back unchanged, and reports whether it did; on
+// false b is returned as it came. Checking and writing happen in one pass.
+//
+// A literal block reads back unchanged when s has a line break and text, holds
+// no character a loader would change or refuse in a block (carriage returns
+// and the other line separators, which loaders normalise; non-printable
+// characters; a byte order mark), and its last line is not blank (a blank
+// last line would be read as part of the trailing line breaks).
+func appendLiteral(b []byte, s string, indent int) ([]byte, bool) {
+	trailing := 0
+	for trailing < len(s) && s[len(s)-1-trailing] == '\n' {
+		trailing++
+	}
+	body := s[:len(s)-trailing]
+	if body == "" || trailing == 0 && strings.IndexByte(body, '\n') < 0 {
+		return b, false
+	}
+	last := body[strings.LastIndexByte(body, '\n')+1:]
+	if strings.Trim(last, " \t") == "" {
+		return b, false
+	}
+	start := len(b)
+	b = append(b, " |2"...)
+	switch trailing {
+	case 0:
+		b = append(b, '-')
+	case 1:
+	default:
+		b = append(b, '+')
+	}
+	b = append(b, '\n')
+	// One scan finds the line breaks and checks every character; each line is
+	// then copied behind its indentation.
+	lineStart := 0
+	pad := spaces[:min(indent+2, len(spaces))]
+	for i := 0; i < len(body); {
+		// Sixteen bytes of printable ASCII at a time: the bulk of any PEM,
 		// kubeadm configuration or script.
-		if i+8 <= len(s) && plainASCIIWord(s[i:i+8]) {
-			sawText = true
-			i += 8
-			continue
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '\n':
-				sawBreak = true
-			case c == '\t' || c >= 0x20 && c < 0x7f:
-				sawText = true
-			default:
-				return false
+		if i+16 <= len(body) {
+			w := body[i : i+16]
+			if plainASCIIWords(
+				uint64(w[0])|uint64(w[1])<<8|uint64(w[2])<<16|uint64(w[3])<<24|uint64(w[4])<<32|uint64(w[5])<<40|uint64(w[6])<<48|uint64(w[7])<<56,
+				uint64(w[8])|uint64(w[9])<<8|uint64(w[10])<<16|uint64(w[11])<<24|uint64(w[12])<<32|uint64(w[13])<<40|uint64(w[14])<<48|uint64(w[15])<<56) {
+				i += 16
+				continue
 			}
+		}
+		c := body[i]
+		switch {
+		case c == '\n':
+			if i > lineStart {
+				b = append(b, pad...)
+				b = append(b, body[lineStart:i]...)
+			}
+			b = append(b, '\n')
 			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if !printableNonASCII(r) || r == utf8.RuneError && size == 1 {
-			return false
-		}
-		sawText = true
-		i += size
-	}
-	if !sawBreak || !sawText {
-		return false
-	}
-	// A line of nothing but spaces or tabs right before the end would be read
-	// as part of the trailing line breaks; keep such text quoted.
-	end := len(s)
-	for end > 0 && s[end-1] == '\n' {
-		end--
-	}
-	for j := end - 1; j >= 0 && s[j] != '\n'; j-- {
-		if s[j] != ' ' && s[j] != '\t' {
-			return true
+			lineStart = i
+		case c == '\t' || c >= 0x20 && c < 0x7f:
+			i++
+		case c < utf8.RuneSelf:
+			return b[:start], false
+		default:
+			r, size := utf8.DecodeRuneInString(body[i:])
+			if !printableNonASCII(r) || r == utf8.RuneError && size == 1 {
+				return b[:start], false
+			}
+			i += size
 		}
 	}
-	return false
+	b = append(b, pad...)
+	b = append(b, body[lineStart:]...)
+	b = append(b, '\n')
+	// Trailing line breaks beyond the first are empty lines (kept by '+').
+	for range trailing - 1 {
+		b = append(b, '\n')
+	}
+	return b, true
 }
 
-// plainASCIIWord reports whether 8 bytes are all printable ASCII (0x20-0x7E),
-// testing them together.
-func plainASCIIWord(s string) bool {
-	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+// plainASCIIWords reports whether the 16 bytes of w1 and w2 are all
+// printable ASCII (0x20-0x7E), testing them together.
+func plainASCIIWords(w1, w2 uint64) bool {
 	const high, ones = 0x8080808080808080, 0x0101010101010101
-	if w&high != 0 {
-		return false // not ASCII
-	}
-	if (w-0x20*ones)&^w&high != 0 {
-		return false // a control character
-	}
-	del := w ^ 0x7f*ones
-	return (del-ones)&^del&high == 0 // no DEL
+	d1, d2 := w1^0x7f*ones, w2^0x7f*ones
+	// Not ASCII, a control character, or DEL.
+	return (w1|w2)&high == 0 &&
+		((w1-0x20*ones)&^w1|(w2-0x20*ones)&^w2|(d1-ones)&^d1|(d2-ones)&^d2)&high == 0
 }
 
 // printableNonASCII is YAML's printable set above ASCII, minus the characters
@@ -181,42 +203,6 @@ func printableNonASCII(r rune) bool {
 		return true
 	}
 	return false
-}
-
-// appendLiteral writes " |2" (with the chomping indicator the trailing line
-// breaks need) and s's lines indented by indent+2.
-func appendLiteral(b []byte, s string, indent int) []byte {
-	trailing := 0
-	for trailing < len(s) && s[len(s)-1-trailing] == '\n' {
-		trailing++
-	}
-	b = append(b, " |2"...)
-	switch trailing {
-	case 0:
-		b = append(b, '-')
-	case 1:
-	default:
-		b = append(b, '+')
-	}
-	b = append(b, '\n')
-	body := s[:len(s)-trailing]
-	for {
-		line, rest, more := strings.Cut(body, "\n")
-		if line != "" {
-			b = AppendIndent(b, indent+2)
-			b = append(b, line...)
-		}
-		b = append(b, '\n')
-		if !more {
-			break
-		}
-		body = rest
-	}
-	// Trailing line breaks beyond the first are empty lines (kept by '+').
-	for range trailing - 1 {
-		b = append(b, '\n')
-	}
-	return b
 }
 
 const hexDigits = "0123456789ABCDEF"
