@@ -1,6 +1,8 @@
 package bootstrapdata_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -22,20 +24,46 @@ import (
 // with the bootstrap data bytes. Upstream's ignition output is Ignition 2.3
 // via the Container Linux Config transpiler, ours Ignition 3.4.
 
-func benchPlan(b *testing.B, format bootstrapv1.Format, action plan.Action) *plan.Plan {
-	b.Helper()
+// Specs come in two sizes: small is a bare join or init; large is every
+// feature the format has plus 20 files of 2 KiB and 5 users (a control-plane
+// init of that kind carries ~70 KiB of data).
+var sizes = []string{"small", "large"}
+
+func benchSpec(format bootstrapv1.Format, action plan.Action, size string) *bootstrapv1.KubeadmConfigSpec {
+	if size == "small" {
+		return plantest.Base(format, action)
+	}
 	spec := plantest.Full(format, action)
+	for i := range 20 {
+		spec.Files = append(spec.Files, upstreambootstrapv1.File{
+			Path: fmt.Sprintf("/etc/app/conf-%02d.yaml", i), Owner: "root:root", Permissions: "0644",
+			Content: strings.Repeat(fmt.Sprintf("key-%02d: some configuration value\n", i), 64),
+		})
+	}
+	for i := range 5 {
+		spec.Users = append(spec.Users, upstreambootstrapv1.User{
+			Name: fmt.Sprintf("ops%d", i), Groups: "wheel", Shell: "/bin/bash", Sudo: "ALL=(ALL) NOPASSWD:ALL",
+			SSHAuthorizedKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZW5kZWQgZm9yIGJlbmNobWFya3Mgb25seQ ops@example.com"},
+		})
+	}
+	return spec
+}
+
+func benchPlan(b *testing.B, format bootstrapv1.Format, action plan.Action, size string) (*plan.Plan, plan.Input) {
+	b.Helper()
+	spec := benchSpec(format, action, size)
 	spec.Ignition = bootstrapv1.IgnitionSpec{} // upstream cannot take Butane
 	for i := range spec.Files {
 		if spec.Files[i].Permissions == "" {
 			spec.Files[i].Permissions = "0644" // upstream's ignition treats a missing mode as an error
 		}
 	}
-	p, err := plan.Build(plantest.Input(spec, action))
+	in := plantest.Input(spec, action)
+	p, err := plan.Build(in)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return p
+	return p, in
 }
 
 // upstreamBase is upstream's shared input, from the plan.
@@ -102,26 +130,32 @@ func upstreamIgnition(b *testing.B, p *plan.Plan, in plan.Input) ([]byte, error)
 	return out, err
 }
 
+// runRender benchmarks one renderer and reports the size of what it writes.
+func runRender(b *testing.B, render func() ([]byte, error)) {
+	out, err := render()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := render(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(out)), "out-bytes/op")
+}
+
 func benchmarkSideBySide(b *testing.B, format bootstrapv1.Format, ours func(*plan.Plan) ([]byte, error), upstream func(*testing.B, *plan.Plan, plan.Input) ([]byte, error)) {
-	for _, action := range plan.Actions {
-		p := benchPlan(b, format, action)
-		in := plantest.Input(plantest.Full(format, action), action)
-		b.Run("impl=ours/action="+string(action), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := ours(p); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run("impl=upstream/action="+string(action), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := upstream(b, p, in); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	for _, size := range sizes {
+		for _, action := range plan.Actions {
+			p, in := benchPlan(b, format, action, size)
+			b.Run("impl=ours/size="+size+"/action="+string(action), func(b *testing.B) {
+				runRender(b, func() ([]byte, error) { return ours(p) })
+			})
+			b.Run("impl=upstream/size="+size+"/action="+string(action), func(b *testing.B) {
+				runRender(b, func() ([]byte, error) { return upstream(b, p, in) })
+			})
+		}
 	}
 }
 
@@ -135,6 +169,22 @@ func BenchmarkIgnition(b *testing.B) {
 	benchmarkSideBySide(b, bootstrapv1.Ignition, ignition.Render, upstreamIgnition)
 }
 
+// BenchmarkIgnitionButane has no upstream counterpart (upstream takes no
+// Butane): the large spec with its Butane merged in, and the merged config
+// parsed with Ignition's own parser.
+func BenchmarkIgnitionButane(b *testing.B) {
+	for _, action := range plan.Actions {
+		spec := benchSpec(bootstrapv1.Ignition, action, "large")
+		p, err := plan.Build(plantest.Input(spec, action))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("impl=ours/size=large/action="+string(action), func(b *testing.B) {
+			runRender(b, func() ([]byte, error) { return ignition.Render(p) })
+		})
+	}
+}
+
 // BenchmarkRaw has no upstream counterpart; its yardstick is impl=copy, the
 // cost of copying its output (value and files) into new buffers.
 func BenchmarkRaw(b *testing.B) {
@@ -143,6 +193,11 @@ func BenchmarkRaw(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		out, err := raw.Render(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size := float64(len(out.Value) + len(out.Files))
 		b.Run("impl=ours/action="+string(action), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -150,11 +205,8 @@ func BenchmarkRaw(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(size, "out-bytes/op")
 		})
-		out, err := raw.Render(p)
-		if err != nil {
-			b.Fatal(err)
-		}
 		b.Run("impl=copy/action="+string(action), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -163,6 +215,7 @@ func BenchmarkRaw(b *testing.B) {
 					sink = append([]byte(nil), out.Files...)
 				}
 			}
+			b.ReportMetric(size, "out-bytes/op")
 		})
 	}
 }
@@ -173,15 +226,17 @@ var sink []byte
 // BenchmarkPlan measures computing the format-neutral plan (kubeadm
 // documents, discovery, certificates, files), the part shared by all formats.
 func BenchmarkPlan(b *testing.B) {
-	for _, action := range plan.Actions {
-		in := plantest.Input(plantest.Full(bootstrapv1.CloudConfig, action), action)
-		b.Run("action="+string(action), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := plan.Build(in); err != nil {
-					b.Fatal(err)
+	for _, size := range sizes {
+		for _, action := range plan.Actions {
+			in := plantest.Input(benchSpec(bootstrapv1.CloudConfig, action, size), action)
+			b.Run("size="+size+"/action="+string(action), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := plan.Build(in); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
