@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -95,8 +96,17 @@ type Reconciler struct {
 	// InitLock guards kubeadm init; upstream's ConfigMap lock by default, so
 	// locks held under upstream's provider are honoured after a swap.
 	InitLock InitLocker
+	// Clock is the controller's time; the real one when nil.
+	Clock clock.PassiveClock
 
 	checks tokenChecks
+}
+
+func (r *Reconciler) clock() clock.PassiveClock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
 }
 
 // SetupWithManager registers the controller with mgr.

@@ -51,7 +51,7 @@ const (
 func (r *Reconciler) reconcileData(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if written, err := r.writtenBefore(ctx, s); err != nil || written {
 		// Look after its token on the next round.
-		return ctrl.Result{RequeueAfter: time.Second}, err
+		return ctrl.Result{RequeueAfter: cacheLag}, err
 	}
 	if !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		s.dataNotAvailable(ReasonWaitingForInfrastructure, "Waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
@@ -82,9 +82,14 @@ func (r *Reconciler) reconcileData(ctx context.Context, s *scope) (ctrl.Result, 
 	return r.scheduleTokenCheck(s, out.token.ID, out.expires), nil
 }
 
+// cacheLag is how long a just-written object may take to reach the cache.
+const cacheLag = 2 * time.Second
+
 // writtenBefore finds a data secret this very config wrote without its status
-// being saved (an interrupted reconcile, or a cache that has not yet seen the
-// status) and records it, instead of rendering again.
+// being saved (an interrupted reconcile) and records it, instead of rendering
+// again. A secret written moments ago most likely has its status saved too,
+// in a copy of the config the cache has not seen yet: that reconcile waits
+// for the cache rather than writing the same status a second time.
 func (r *Reconciler) writtenBefore(ctx context.Context, s *scope) (bool, error) {
 	sec := &corev1.Secret{}
 	if err := r.CachingClient.Get(ctx, client.ObjectKeyFromObject(s.cfg), sec); err != nil {
@@ -95,6 +100,10 @@ func (r *Reconciler) writtenBefore(ctx context.Context, s *scope) (bool, error) 
 	}
 	if c := metav1.GetControllerOf(sec); c == nil || c.UID != s.cfg.UID {
 		return false, nil
+	}
+	if r.clock().Since(sec.CreationTimestamp.Time) < 5*cacheLag {
+		s.keepStatus = true
+		return true, nil
 	}
 	s.cfg.Status.DataSecretName = sec.Name
 	s.cfg.Status.Initialization.DataSecretCreated = ptr.To(true)
@@ -364,7 +373,7 @@ func (r *Reconciler) maintainToken(ctx context.Context, s *scope, sec *corev1.Se
 	log := ctrl.LoggerFrom(ctx).WithValues("bootstrapToken", id)
 	key := client.ObjectKeyFromObject(s.cfg)
 	if !s.owner.joined() {
-		if wait := r.checks.due(key, id, time.Now()); wait > 0 {
+		if wait := r.checks.due(key, id, r.clock().Now()); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
@@ -432,7 +441,7 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope, oldID string) (ctrl.R
 func (r *Reconciler) scheduleTokenCheck(s *scope, id string, expires time.Time) ctrl.Result {
 	next := (&bootstraptoken.Manager{TTL: r.TokenTTL}).NextCheck(expires)
 	r.checks.set(client.ObjectKeyFromObject(s.cfg), id, next)
-	return ctrl.Result{RequeueAfter: max(time.Until(next), time.Second)}
+	return ctrl.Result{RequeueAfter: max(next.Sub(r.clock().Now()), time.Second)}
 }
 
 // recordedToken reads the token a data secret carries (live: the cache keeps

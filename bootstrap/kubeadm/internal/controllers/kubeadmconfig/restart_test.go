@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/featuregate"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,7 +126,17 @@ func TestInterruptedReconcile(t *testing.T) {
 		t.Fatalf("%d tokens after the second attempt: the retry must find the first token", n)
 	}
 
+	// A fresh controller: right after the write it waits for its cache to
+	// catch up; once the secret is clearly older than that, it records it.
 	r, _ = direct(mgmt.Client, cc, gates)
+	if res, err := reconcile(t, r, cfg); err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("a secret written a moment ago must be waited for: %v %v", res, err)
+	}
+	f.get(cfg)
+	if ptr.Deref(cfg.Status.Initialization.DataSecretCreated, false) {
+		t.Fatal("the status was written while the cache could still be behind")
+	}
+	r.Clock = clocktesting.NewFakePassiveClock(time.Now().Add(time.Minute))
 	if _, err := reconcile(t, r, cfg); err != nil {
 		t.Fatal(err)
 	}
