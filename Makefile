@@ -90,7 +90,7 @@ bench-requests: ## Count the API requests the controller makes per KubeadmConfig
 .PHONY: fuzz
 fuzz: ## Run each renderer's fuzz target for FUZZTIME (default 10s).
 	for pkg in $(FUZZ_TARGETS); do \
-		go test -run='^$$' -fuzz='^FuzzRender$$' -fuzztime=$(FUZZTIME) ./$$pkg || exit 1; \
+		go test -run='^$$' -fuzz='^FuzzRender$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=10x ./$$pkg || exit 1; \
 	done
 
 BENCH_COUNT ?= 6

@@ -9,12 +9,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/coreos/go-systemd/v22/unit"
 	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
 	"github.com/coreos/ignition/v2/config/v3_4/types"
+	"github.com/coreos/ignition/v2/config/validate"
+	vpath "github.com/coreos/vcontext/path"
+	"github.com/coreos/vcontext/report"
 	"k8s.io/utils/ptr"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
@@ -49,17 +53,61 @@ func Render(p *plan.Plan) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshalling Ignition config: %w", err)
 	}
-	// A config merged with the user's Butane or Container Linux Config is
-	// parsed with Ignition's own parser, so an invalid merge is an error here,
-	// not a machine that never boots. What this renderer generates alone is
-	// proven valid by ignition-validate over the test corpus; parsing it again
-	// on every render would cost twenty times the rendering.
+	// An invalid config is an error here, not a machine that never boots.
+	// A config merged with the user's Butane or Container Linux Config goes
+	// through Ignition's own parser whole. One this renderer generated alone
+	// is checked with Ignition's own rules for everything taken from the spec
+	// (see validateGenerated), skipping the reflective walk and the re-parse
+	// of the file contents built here, which cost twenty times the rendering.
 	if p.Ignition.IsDefined() {
 		if _, report, err := ignconfig.Parse(out); err != nil {
 			return nil, fmt.Errorf("generated Ignition config is invalid: %w: %s", err, report.String())
 		}
+	} else if report := validateGenerated(cfg); report.IsFatal() {
+		return nil, fmt.Errorf("generated Ignition config is invalid: %s", report.String())
 	}
 	return out, nil
+}
+
+// validateGenerated runs the validations Ignition's types define for the
+// objects this renderer fills from the spec (nodes, modes, owners, disks,
+// partitions, filesystems, mount units), the config-wide cross-checks (paths
+// against symlinks and units) and Ignition's duplicate detection. File
+// contents are this renderer's own data URLs and are not re-parsed. The fuzz
+// target parses every output with Ignition's full parser, so a rule missing
+// here shows up there.
+func validateGenerated(cfg *types.Config) report.Report {
+	var r report.Report
+	c := vpath.New("json")
+	r.Merge(cfg.Validate(c))
+	r.Merge(cfg.Storage.Validate(c.Append("storage")))
+	for _, v := range []reflect.Value{reflect.ValueOf(cfg.Storage), reflect.ValueOf(cfg.Systemd), reflect.ValueOf(cfg.Passwd)} {
+		r.Merge(validate.ValidateDups(v, c))
+	}
+	for i, f := range cfg.Storage.Files {
+		fc := c.Append("storage", "files", i)
+		r.Merge(f.Validate(fc))
+		r.Merge(f.User.Validate(fc.Append("user")))
+		r.Merge(f.Group.Validate(fc.Append("group")))
+	}
+	for i, d := range cfg.Storage.Disks {
+		dc := c.Append("storage", "disks", i)
+		r.Merge(d.Validate(dc))
+		for j, p := range d.Partitions {
+			r.Merge(p.Validate(dc.Append("partitions", j)))
+		}
+	}
+	for i, fs := range cfg.Storage.Filesystems {
+		r.Merge(fs.Validate(c.Append("storage", "filesystems", i)))
+	}
+	for i, u := range cfg.Systemd.Units {
+		// The kubeadm and timesyncd units are fixed text; mount units carry
+		// the spec's devices and mount points.
+		if strings.HasSuffix(u.Name, ".mount") {
+			r.Merge(u.Validate(c.Append("systemd", "units", i)))
+		}
+	}
+	return r
 }
 
 // Build translates the plan into an Ignition config, with any additional

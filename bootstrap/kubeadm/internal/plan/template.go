@@ -20,7 +20,7 @@ const (
 	maxTemplateOutput = 1 << 20
 	// maxTemplateSteps bounds range iterations plus template invocations.
 	maxTemplateSteps = 100_000
-	maxTemplateTime  = time.Second
+	maxTemplateTime  = 250 * time.Millisecond
 	// maxFormatWidth bounds printf widths and precisions, which fmt would
 	// otherwise allocate in full before anything is written.
 	maxFormatWidth = 4096
