@@ -131,6 +131,18 @@ func TestManagerServesHealthAndReadiness(t *testing.T) {
 	}
 }
 
+// TestExamplesApply: every top-level file of examples/ is a Kubernetes object
+// the API server admits (kubectl apply -f examples/, server-side dry run).
+func TestExamplesApply(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{WithWebhooks: true, WithClusterAPI: true})
+	m := startBinary(t, env, "--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true")
+	cmd := exec.Command(testbin.MustPath(t, testbin.Kubectl), "--kubeconfig", m.kubeconfig, "apply", "--dry-run=server",
+		"-f", filepath.Join(testenv.RepoRoot(), "examples"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -f examples/: %v\n%s", err, out)
+	}
+}
+
 // TestREADMESample runs the README's "Try the controller" sample, unchanged,
 // against the binary: the script applies a Cluster, a Machine and a
 // KubeadmConfig with kubectl, and the controller writes the data secret.

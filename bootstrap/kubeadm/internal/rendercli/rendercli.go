@@ -6,6 +6,8 @@
 package rendercli
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -102,6 +105,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	spec := in.spec
+	// A gated format is refused as at admission, with or without --validate.
+	if msg := fieldrules.FormatDisabled(spec.EffectiveFormat(), gates); msg != "" {
+		return fmt.Errorf("%s: %s: %s", in.name, in.specPath.Child("format"), msg)
+	}
 	if o.validate {
 		if errs := fieldrules.Validate(spec, gates, in.specPath); len(errs) > 0 {
 			return fmt.Errorf("%s is invalid:\n%s", in.name, formatErrors(errs))
@@ -112,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	action, err := o.resolveAction(spec)
+	action, err := o.resolveAction(spec, in, stderr)
 	if err != nil {
 		return err
 	}
@@ -197,6 +204,11 @@ func readConfig(path string) (*input, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n, err := countDocuments(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	} else if n != 1 {
+		return nil, fmt.Errorf("%s holds %d YAML documents: render takes exactly one KubeadmConfig or KubeadmConfigTemplate", path, n)
+	}
 	var meta struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
@@ -222,6 +234,33 @@ func readConfig(path string) (*input, error) {
 		return &input{name: "KubeadmConfigTemplate " + t.Name, spec: &t.Spec.Template.Spec, specPath: field.NewPath("spec", "template", "spec"), clusterLabel: t.Labels[clusterv1.ClusterNameLabel]}, nil
 	}
 	return nil, fmt.Errorf("%s: kind %q: want KubeadmConfig or KubeadmConfigTemplate", path, meta.Kind)
+}
+
+// countDocuments counts the non-empty documents of a YAML stream.
+func countDocuments(data []byte) (int, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	n := 0
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if len(bytes.TrimSpace(doc)) > 0 && !onlyComments(doc) {
+			n++
+		}
+	}
+}
+
+func onlyComments(doc []byte) bool {
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '#' {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeStrict decodes like the API server does with strict field
@@ -289,24 +328,41 @@ func (o *options) clusterInfo(in *input) (plan.Cluster, error) {
 
 // resolveAction derives the action the way Cluster API's controllers decide
 // it: a join configuration with controlPlane joins a control plane, any other
-// join configuration joins a worker, otherwise the machine initialises.
-func (o *options) resolveAction(spec *bootstrapv1.KubeadmConfigSpec) (plan.Action, error) {
-	if o.action != "" {
-		for _, a := range plan.Actions {
-			if string(a) == o.action {
-				return a, nil
-			}
-		}
-		return "", fmt.Errorf("--action %q: must be one of init, join-control-plane, join", o.action)
-	}
+// join configuration joins a worker, otherwise the machine initialises. An
+// --action the spec has no configuration for is refused rather than rendered
+// from an empty one.
+func (o *options) resolveAction(spec *bootstrapv1.KubeadmConfigSpec, in *input, stderr io.Writer) (plan.Action, error) {
+	derived := plan.ActionInit
 	switch {
 	case spec.JoinConfiguration.ControlPlane != nil:
-		return plan.ActionJoinControlPlane, nil
+		derived = plan.ActionJoinControlPlane
 	case spec.JoinConfiguration.IsDefined():
-		return plan.ActionJoin, nil
-	default:
-		return plan.ActionInit, nil
+		derived = plan.ActionJoin
 	}
+	if o.action == "" {
+		return derived, nil
+	}
+	var action plan.Action
+	for _, a := range plan.Actions {
+		if string(a) == o.action {
+			action = a
+		}
+	}
+	hasInit := spec.InitConfiguration.IsDefined() || spec.ClusterConfiguration.IsDefined()
+	join := in.specPath.Child("joinConfiguration")
+	switch {
+	case action == "":
+		return "", fmt.Errorf("--action %q: must be one of init, join-control-plane, join", o.action)
+	case action == plan.ActionInit && !hasInit && spec.JoinConfiguration.IsDefined():
+		return "", fmt.Errorf("--action init, but %s has only %s: it would initialise from an empty configuration", in.name, join)
+	case action != plan.ActionInit && !spec.JoinConfiguration.IsDefined() && hasInit:
+		return "", fmt.Errorf("--action %s, but %s has no %s: it would join with an empty configuration", action, in.name, join)
+	case action == plan.ActionJoin && spec.JoinConfiguration.ControlPlane != nil:
+		return "", fmt.Errorf("--action join, but %s sets %s: that is a control-plane join (--action join-control-plane)", in.name, join.Child("controlPlane"))
+	case action != derived:
+		fmt.Fprintf(stderr, "render: --action %s overrides %s, which the spec alone suggests\n", action, derived)
+	}
+	return action, nil
 }
 
 func (o *options) certificates(spec *bootstrapv1.KubeadmConfigSpec, action plan.Action) (secret.Certificates, bool, error) {

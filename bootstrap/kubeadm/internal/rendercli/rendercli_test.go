@@ -28,7 +28,7 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 // The README's examples, rendered as documented, pass the real validators.
 func TestREADMEExamples(t *testing.T) {
-	cluster := example("cluster.yaml")
+	cluster := example("render/cluster.yaml")
 	out, errOut, code := run(t, "-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", cluster, "--validate")
 	if code != 0 {
 		t.Fatalf("cloud-config: %s", errOut)
@@ -108,6 +108,10 @@ func TestClearErrors(t *testing.T) {
 	}
 	typo := write("typo.yaml", "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  prekubeadmCommands: [x]\n")
 	missingSecret := write("secret.yaml", "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  joinConfiguration: {}\n  files:\n  - path: /x\n    contentFrom: {secret: {name: s, key: k}}\n")
+	twoDocs := write("two.yaml", "# two configs\napiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  joinConfiguration: {}\n---\napiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  joinConfiguration: {}\n")
+	initOnly := write("init.yaml", "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  initConfiguration: {nodeRegistration: {name: node1}}\n")
+	cpJoin := write("cpjoin.yaml", "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  joinConfiguration: {controlPlane: {}}\n")
+	version := []string{"--kubernetes-version", "v1.36.3", "--control-plane-endpoint", "1.2.3.4:6443"}
 	for name, tc := range map[string]struct {
 		args []string
 		want string
@@ -117,7 +121,13 @@ func TestClearErrors(t *testing.T) {
 		"secret":         {[]string{"-f", missingSecret, "--kubernetes-version", "v1.36.3", "--control-plane-endpoint", "1.2.3.4:6443"}, "spec.files[0].contentFrom.secret"},
 		"bad action":     {[]string{"-f", missingSecret, "--kubernetes-version", "v1.36.3", "--action", "reset"}, "--action"},
 		"missing config": {nil, "--config is required"},
-		"unknown key":    {[]string{"-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", example("cluster.yaml"), "--key", "files"}, `no key "files"`},
+		"unknown key":    {[]string{"-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", example("render/cluster.yaml"), "--key", "files"}, `no key "files"`},
+		"two documents":  {append([]string{"-f", twoDocs}, version...), "holds 2 YAML documents"},
+		// A gated format is refused as at admission, with or without --validate.
+		"gate off":             {[]string{"-f", example("kubeadmconfig-raw.yaml"), "--cluster", example("render/cluster.yaml")}, "KubeadmBootstrapFormatRaw"},
+		"init on a join spec":  {append([]string{"-f", cpJoin, "--action", "init"}, version...), "--action init, but"},
+		"join on an init spec": {append([]string{"-f", initOnly, "--action", "join"}, version...), "has no spec.joinConfiguration"},
+		"join on a cp join":    {append([]string{"-f", cpJoin, "--action", "join"}, version...), "spec.joinConfiguration.controlPlane"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, errOut, code := run(t, tc.args...)
@@ -143,7 +153,7 @@ func TestClearErrors(t *testing.T) {
 // Given certificates are used rather than generated.
 func TestCertificatesDir(t *testing.T) {
 	dir := t.TempDir()
-	_, errOut, code := run(t, "-f", example("kubeadmconfig-raw.yaml"), "--cluster", example("cluster.yaml"), "--feature-gates", "KubeadmBootstrapFormatRaw=true", "--output-dir", dir)
+	_, errOut, code := run(t, "-f", example("kubeadmconfig-raw.yaml"), "--cluster", example("render/cluster.yaml"), "--feature-gates", "KubeadmBootstrapFormatRaw=true", "--output-dir", dir)
 	if code != 0 {
 		t.Fatal(errOut)
 	}
@@ -160,7 +170,7 @@ func TestCertificatesDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, errOut, code := run(t, "-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", example("cluster.yaml"), "--certificates-dir", pki)
+	out, errOut, code := run(t, "-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", example("render/cluster.yaml"), "--certificates-dir", pki)
 	if code != 0 {
 		t.Fatal(errOut)
 	}
