@@ -119,4 +119,5 @@ bench-scale: ## Scale run: this manager and upstream's side by side on one API s
 run: ## Start a local API server with the CRDs and run the manager against it (Ctrl-C stops).
 	hack/tools.sh envtest
 	go build -o $(BIN_DIR)/manager ./bootstrap/kubeadm/cmd/manager
-	go run ./hack/runlocal $(BIN_DIR)/manager $(ARGS)
+	go build -o $(BIN_DIR)/runlocal ./hack/runlocal
+	exec $(BIN_DIR)/runlocal $(BIN_DIR)/manager $(ARGS)

@@ -6,8 +6,9 @@
 //
 //	go run ./hack/runlocal <manager binary> [manager flags...]
 //
-// Ctrl-C, or SIGTERM to this process, stops the manager, then the API server
-// and etcd: nothing is left running.
+// Ctrl-C, SIGTERM to this process, or the end of the process that started it
+// (make, killed) stops the manager, then the API server and etcd: nothing is
+// left running.
 package main
 
 import (
@@ -19,6 +20,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
@@ -37,6 +40,14 @@ func main() {
 func run(manager string, extra []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// make does not pass a SIGTERM it receives on to its recipe: have the
+	// kernel send one when the parent goes away.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0, 0, 0); err != nil {
+		return fmt.Errorf("asking to be told when the parent exits: %w", err)
+	}
+	if os.Getppid() == 1 {
+		return errors.New("the process that started runlocal is gone")
+	}
 
 	// The API server calls the manager's webhooks with a certificate envtest makes.
 	env, err := testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true})

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// descendants lists the processes below pid (children are listed per
+// thread: a Go program forks from any of its threads).
+func descendants(pid int) []int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, task := range tasks {
+		data, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(data)) {
+			child, _ := strconv.Atoi(f)
+			out = append(out, child)
+			out = append(out, descendants(child)...)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// A zombie has ended; only its parent has not collected it yet.
+	return err == nil && !strings.Contains(string(data), ") Z ")
+}
+
+// TestParentKilledStopsEverything plays `make run` being killed: the process
+// that started runlocal dies with SIGKILL, and runlocal still stops the
+// manager, the API server and etcd.
+func TestParentKilledStopsEverything(t *testing.T) {
+	dir := t.TempDir()
+	for name, pkg := range map[string]string{"runlocal": "./hack/runlocal", "manager": "./bootstrap/kubeadm/cmd/manager"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		cmd.Dir = testenv.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", name, err, out)
+		}
+	}
+	// bash stands for make: it runs runlocal as its child.
+	parent := exec.Command("bash", "-c", `"$@"; echo runlocal exited`, "bash", filepath.Join(dir, "runlocal"), filepath.Join(dir, "manager"),
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", freePort(t)), fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", freePort(t)))
+	stdout, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "local API server running") {
+				ready <- true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(90 * time.Second):
+		_ = parent.Process.Kill()
+		t.Fatal("runlocal never started the API server")
+	}
+	time.Sleep(3 * time.Second) // the manager is starting too
+	procs := descendants(parent.Process.Pid)
+	if len(procs) < 4 { // runlocal, kube-apiserver, etcd, manager
+		t.Fatalf("expected runlocal, etcd, kube-apiserver and the manager below the parent, found %v", procs)
+	}
+	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	deadline := time.Now().Add(60 * time.Second)
+	for _, pid := range procs {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				t.Fatalf("process %d (%s) still runs after its parent was killed", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
