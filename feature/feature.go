@@ -27,6 +27,20 @@ const (
 	//
 	// beta: v0.1
 	MachinePool featuregate.Feature = "MachinePool"
+
+	// PriorityQueue makes the controller use controller-runtime's priority
+	// queue (new and changed objects before periodic resyncs), as Cluster
+	// API's gate of the same name does.
+	//
+	// beta: v0.1
+	PriorityQueue featuregate.Feature = "PriorityQueue"
+
+	// ReconcilerRateLimiting reconciles each KubeadmConfig at most once a
+	// second and backs off exponentially on errors, as Cluster API's gate of
+	// the same name does. It needs PriorityQueue.
+	//
+	// beta: v0.1
+	ReconcilerRateLimiting featuregate.Feature = "ReconcilerRateLimiting"
 )
 
 // EnvVar returns the clusterctl variable that sets a gate in the shipped
@@ -39,6 +53,8 @@ var envVars = map[featuregate.Feature]string{
 	KubeadmBootstrapFormatIgnition: "EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION",
 	KubeadmBootstrapFormatRaw:      "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW",
 	MachinePool:                    "EXP_MACHINE_POOL",
+	PriorityQueue:                  "EXP_PRIORITY_QUEUE",
+	ReconcilerRateLimiting:         "EXP_RECONCILER_RATE_LIMITING",
 }
 
 // NewFeatureGates returns a fresh gate set with this provider's gates at their
@@ -54,4 +70,6 @@ var defaultGates = map[featuregate.Feature]featuregate.FeatureSpec{
 	KubeadmBootstrapFormatIgnition: {Default: false, PreRelease: featuregate.Alpha},
 	KubeadmBootstrapFormatRaw:      {Default: false, PreRelease: featuregate.Alpha},
 	MachinePool:                    {Default: true, PreRelease: featuregate.Beta},
+	PriorityQueue:                  {Default: true, PreRelease: featuregate.Beta},
+	ReconcilerRateLimiting:         {Default: true, PreRelease: featuregate.Beta},
 }

@@ -9,7 +9,7 @@ import (
 func TestGateDefaultsAndFlags(t *testing.T) {
 	defaults := NewFeatureGates()
 	for f := range defaultGates {
-		if want := f == MachinePool; defaults.Enabled(f) != want {
+		if want := f != KubeadmBootstrapFormatIgnition && f != KubeadmBootstrapFormatRaw; defaults.Enabled(f) != want {
 			t.Errorf("%s enabled by default: %v, want %v", f, defaults.Enabled(f), want)
 		}
 		if EnvVar(f) == "" {

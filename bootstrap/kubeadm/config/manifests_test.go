@@ -106,7 +106,7 @@ func checkManagerArgs(t *testing.T, deployment string) {
 		}
 	}
 	joined := strings.Join(args, " ")
-	for _, v := range []string{"${EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION:=false}", "${EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW:=false}", "${EXP_MACHINE_POOL:=true}", "${KUBEADM_BOOTSTRAP_TOKEN_TTL:=15m}"} {
+	for _, v := range []string{"${EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION:=false}", "${EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW:=false}", "${EXP_MACHINE_POOL:=true}", "${KUBEADM_BOOTSTRAP_TOKEN_TTL:=15m}", "${EXP_PRIORITY_QUEUE:=true}", "${EXP_RECONCILER_RATE_LIMITING:=true}"} {
 		if !strings.Contains(joined, v) {
 			t.Errorf("manager args lack %s: %v", v, args)
 		}

@@ -199,6 +199,23 @@ func TestManagerRefusesVerbosityThatLogsBodies(t *testing.T) {
 	}
 }
 
+// A clusterctl variable set to something that is not a boolean reaches the
+// manager as --feature-gates=Gate=value: it refuses to start, naming both.
+func TestManagerRefusesInvalidGateValues(t *testing.T) {
+	for args, want := range map[string][]string{
+		"--feature-gates=KubeadmBootstrapFormatRaw=yes":                   {"KubeadmBootstrapFormatRaw", "yes"},
+		"--feature-gates=PriorityQueue=false,ReconcilerRateLimiting=true": {"ReconcilerRateLimiting", "PriorityQueue"},
+		"--bootstrap-token-ttl=0s":                                        {"--bootstrap-token-ttl"},
+	} {
+		err := manager.Run(context.Background(), []string{args, "--kubeconfig=/nonexistent"})
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: want an error naming %q, got %v", args, w, err)
+			}
+		}
+	}
+}
+
 func TestManagerRejectsUnknownFeatureGate(t *testing.T) {
 	err := manager.Run(context.Background(), []string{"--feature-gates=NoSuchGate=true"})
 	if err == nil || !strings.Contains(err.Error(), "NoSuchGate") {

@@ -37,6 +37,7 @@ import (
 	capisetup "sigs.k8s.io/cluster-api/bootstrap/kubeadm/setup"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/controllers/remote"
+	capifeature "sigs.k8s.io/cluster-api/feature"
 	capiflags "sigs.k8s.io/cluster-api/util/flags"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
@@ -142,16 +143,25 @@ func ParseFlags(args []string) (*Options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	return opts, nil
+	return opts, opts.validate()
+}
+
+// validate checks what the flag parser cannot: a refusal at start, naming the
+// flag, instead of a controller that misbehaves later.
+func (o *Options) validate() error {
+	if o.tokenTTL <= 0 {
+		return fmt.Errorf("--bootstrap-token-ttl must be positive, got %s", o.tokenTTL)
+	}
+	if o.gates.Enabled(feature.ReconcilerRateLimiting) && !o.gates.Enabled(feature.PriorityQueue) {
+		return fmt.Errorf("--feature-gates: %s needs %s", feature.ReconcilerRateLimiting, feature.PriorityQueue)
+	}
+	return checkVerbosity(o.logs)
 }
 
 // Run parses args and runs the manager until ctx ends.
 func Run(ctx context.Context, args []string) error {
 	opts, err := ParseFlags(args)
 	if err != nil {
-		return err
-	}
-	if err := checkVerbosity(opts.logs); err != nil {
 		return err
 	}
 	if err := logsv1.ValidateAndApply(opts.logs, nil); err != nil {
@@ -202,14 +212,18 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 	restConfig.Burst = opts.restBurst
 	restConfig.UserAgent = remote.DefaultClusterAPIUserAgent(controllerName)
 
+	// Cluster API's controller builder reads these two from its own gates.
+	if err := capifeature.MutableGates.SetFromMap(map[string]bool{
+		string(capifeature.PriorityQueue):          opts.gates.Enabled(feature.PriorityQueue),
+		string(capifeature.ReconcilerRateLimiting): opts.gates.Enabled(feature.ReconcilerRateLimiting),
+	}); err != nil {
+		return nil, err
+	}
 	tlsOpts, metricsOpts, err := capiflags.GetManagerOptions(opts.manager)
 	if err != nil {
 		return nil, fmt.Errorf("invalid flags: %w", err)
 	}
 
-	if opts.tokenTTL <= 0 {
-		return nil, fmt.Errorf("--bootstrap-token-ttl must be positive, got %s", opts.tokenTTL)
-	}
 	// Upstream's cache layout: Secrets only with a cluster-name label and data
 	// kept only for certificates; Secrets and ConfigMaps are read live unless a
 	// caching client asks. The init lock's ConfigMaps are cached here too.
@@ -234,7 +248,12 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 		Metrics:                    *metricsOpts,
 		Cache:                      cacheOpts,
 		Client:                     capisetup.ManagerClientOptions(),
-		Controller:                 config.Controller{SkipNameValidation: ptr.To(opts.ManyPerProcess)},
+		Controller: config.Controller{
+			SkipNameValidation: ptr.To(opts.ManyPerProcess),
+			UsePriorityQueue:   ptr.To(opts.gates.Enabled(feature.PriorityQueue)),
+			// Large management clusters take longer than the default 2 minutes to list.
+			CacheSyncTimeout: 5 * time.Minute,
+		},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Port:     opts.webhookPort,
 			CertDir:  opts.webhookCertDir,

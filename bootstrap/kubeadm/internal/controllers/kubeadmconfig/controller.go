@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
@@ -121,18 +122,20 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		r.InitLock = locking.NewControlPlaneInitMutex(r.CachingClient)
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("controller", "kubeadmconfig")
-	b := ctrl.NewControllerManagedBy(mgr).
+	// Cluster API's controller builder: its reconcile metrics, and the
+	// PriorityQueue and ReconcilerRateLimiting gates.
+	b := capicontrollerutil.NewControllerManagedBy(mgr, log).
 		Named("kubeadmconfig").
 		WithOptions(options).
 		For(&bootstrapv1.KubeadmConfig{}, builder.WithPredicates(configChanged)).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToConfig), builder.WithPredicates(machineChanged)).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToConfigs), builder.WithPredicates(clusterChanged)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToConfig), machineChanged).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToConfigs), clusterChanged).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
 		WatchesRawSource(r.ClusterCache.GetClusterSource("kubeadmconfig", r.clusterToConfigs))
 	if r.Gates.Enabled(feature.MachinePool) {
-		b = b.Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToConfig), builder.WithPredicates(machinePoolChanged))
+		b = b.Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToConfig), machinePoolChanged)
 	}
-	return b.Complete(r)
+	return b.Complete(ctx, r)
 }
 
 // Reconcile computes one KubeadmConfig's data and status. Its status is written
