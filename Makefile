@@ -43,11 +43,14 @@ generate-go: $(CONTROLLER_GEN)
 	rm -f bootstrap/kubeadm/api/v1beta2/zz_generated.deepcopy.go
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./bootstrap/kubeadm/api/...
 
+# v1beta1 is served with upstream's own types and schema (see internal/webhooks/conversion).
+UPSTREAM_V1BETA1_API := sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1
+
 .PHONY: generate-manifests
 generate-manifests: $(CONTROLLER_GEN)
 	rm -rf $(CONFIG_DIR)/crd/bases $(CONFIG_DIR)/webhook/manifests.yaml $(CONFIG_DIR)/rbac/role.yaml
-	# CRDs: controller-gen's CRD generator, one parser per kind (see hack/crdgen).
-	go run ./hack/crdgen -output-dir ./$(CONFIG_DIR)/crd/bases ./bootstrap/kubeadm/api/...
+	# CRDs: controller-gen's CRD generator, one parser per kind (see hack/crdgen); v1beta2 is ours, v1beta1 upstream's.
+	go run ./hack/crdgen -output-dir ./$(CONFIG_DIR)/crd/bases ./bootstrap/kubeadm/api/... $(UPSTREAM_V1BETA1_API)
 	$(CONTROLLER_GEN) \
 		paths=./bootstrap/kubeadm/cmd/... \
 		paths=./bootstrap/kubeadm/internal/... \
@@ -69,6 +72,23 @@ verify-generate: generate ## Fail if generated files differ from what is committ
 build: ## Build the manager and render binaries into bin/.
 	go build -o $(BIN_DIR)/manager ./bootstrap/kubeadm/cmd/manager
 	go build -o $(BIN_DIR)/render ./bootstrap/kubeadm/cmd/render
+
+##@ Release
+
+# The image is tagged $(REGISTRY)/cluster-api-kubeadm-bootstrap-controller:$(TAG).
+REGISTRY ?= ghcr.io/cabpk-formats
+TAG ?= v0.1.0
+PLATFORMS ?= linux/amd64,linux/arm64
+RELEASE_DIR ?= out
+
+.PHONY: image
+image: ## Build the manager image tarball(s) into RELEASE_DIR, no Docker engine needed (REGISTRY, TAG, PLATFORMS).
+	go run ./hack/release --image-only --out $(RELEASE_DIR) --registry $(REGISTRY) --tag $(TAG) --platforms $(PLATFORMS)
+
+.PHONY: release
+release: ## Write the release into RELEASE_DIR: bootstrap-components.yaml, metadata.yaml, image tarballs, checksums.txt.
+	rm -rf $(RELEASE_DIR)
+	go run ./hack/release --out $(RELEASE_DIR) --registry $(REGISTRY) --tag $(TAG) --platforms $(PLATFORMS)
 
 ##@ Test
 

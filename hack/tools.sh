@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|envtest|kubeadm|kubectl|controller-gen|ignition-validate|benchstat|cloud-init]...
+#   hack/tools.sh [all|envtest|kubeadm|kubectl|clusterctl|controller-gen|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -20,29 +20,35 @@ export GOTOOLCHAIN=local
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
+# major v1.36.3 -> 1; minor v1.36.3 -> 36.
+major() { local v=${1#v}; echo "${v%%.*}"; }
+minor() { local v=${1#v}; v=${v#*.}; echo "${v%%.*}"; }
+
 tool_path() {
   case "$1" in
     envtest) echo "${TOOLS_CACHE}/envtest/${KUBERNETES_VERSION}-${ETCD_VERSION}" ;;
-    kube-apiserver | kubeadm | kubectl) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}/$1" ;;
+    kube-apiserver | kubeadm | kubectl) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}/$1" ;;
     etcd) echo "${TOOLS_CACHE}/etcd/${ETCD_VERSION}/etcd" ;;
     controller-gen) echo "${TOOLS_CACHE}/controller-gen/${CONTROLLER_GEN_VERSION}/controller-gen" ;;
+    clusterctl) echo "${TOOLS_CACHE}/clusterctl/${CLUSTER_API_VERSION}/clusterctl" ;;
     ignition-validate) echo "${TOOLS_CACHE}/ignition-validate/${IGNITION_VERSION}/ignition-validate" ;;
     benchstat) echo "${TOOLS_CACHE}/benchstat/${BENCHSTAT_VERSION}/benchstat" ;;
-    cloud-init) command -v cloud-init || echo /usr/bin/cloud-init ;;
+    cloud-init | podman) command -v "$1" || echo "/usr/bin/$1" ;;
     *) log "unknown tool $1"; return 1 ;;
   esac
 }
 
-# build_in_wrapper <out> <go.mod body> <package>: builds a package inside a
-# throwaway module so that the tool's dependencies never touch this repo's go.mod.
+# build_in_wrapper <out> <go.mod body> <package> [ldflags]: builds a package
+# inside a throwaway module so that the tool's dependencies never touch this
+# repo's go.mod.
 build_in_wrapper() {
-  local out=$1 gomod=$2 pkg=$3 dir
+  local out=$1 gomod=$2 pkg=$3 ldflags=${4:-} dir
   dir=$(mktemp -d)
   printf '%s\n' "${gomod}" >"${dir}/go.mod"
   printf 'package tools\n\nimport _ "%s"\n' "${pkg}" >"${dir}/tools.go"
   (cd "${dir}" && go mod tidy >/dev/null 2>&1 || true)
   mkdir -p "$(dirname "${out}")"
-  if ! (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -o "${out}.tmp" "${pkg}"); then
+  if ! (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}"); then
     rm -rf "${dir}" "${out}.tmp"
     return 1
   fi
@@ -67,7 +73,18 @@ build_kubernetes_cmd() {
   out=$(tool_path "${name}")
   [[ -x "${out}" ]] && return 0
   log "building ${name} ${KUBERNETES_VERSION} (several minutes on a cold cache)"
-  build_in_wrapper "${out}" "$(kubernetes_gomod)" "k8s.io/kubernetes/cmd/${name}"
+  build_in_wrapper "${out}" "$(kubernetes_gomod)" "k8s.io/kubernetes/cmd/${name}" "$(kubernetes_version_ldflags)"
+}
+
+# The version stamp Kubernetes' own build (hack/lib/version.sh) puts in its
+# binaries, so that kubectl, clusterctl and kubeadm see a real server version.
+kubernetes_version_ldflags() {
+  local pkg flags=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=${KUBERNETES_VERSION} -X ${pkg}.gitMajor=$(major "${KUBERNETES_VERSION}")"
+    flags+=" -X ${pkg}.gitMinor=$(minor "${KUBERNETES_VERSION}") -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "${flags}"
 }
 
 build_etcd() {
@@ -77,6 +94,18 @@ build_etcd() {
   log "building etcd ${ETCD_VERSION}"
   build_in_wrapper "${out}" "$(printf 'module cabpk-formats.local/etcd\n\ngo 1.26\n\nrequire (\n\tgo.etcd.io/etcd/server/v3 %s\n\tgo.etcd.io/etcd/api/v3 %s\n\tgo.etcd.io/etcd/client/pkg/v3 %s\n\tgo.etcd.io/etcd/client/v3 %s\n\tgo.etcd.io/etcd/pkg/v3 %s\n)\n' \
     "${ETCD_VERSION}" "${ETCD_VERSION}" "${ETCD_VERSION}" "${ETCD_VERSION}" "${ETCD_VERSION}")" go.etcd.io/etcd/server/v3
+}
+
+# clusterctl from the Cluster API release go.mod pins, with its version stamped
+# so that it knows which contract it speaks.
+build_clusterctl() {
+  local out
+  out=$(tool_path clusterctl)
+  [[ -x "${out}" ]] && return 0
+  log "building clusterctl ${CLUSTER_API_VERSION}"
+  # Cluster API's go.mod replaces its api module with a local path; pin the release instead.
+  build_in_wrapper "${out}" "$(printf 'module cabpk-formats.local/clusterctl\n\ngo 1.26\n\nrequire (\n\tsigs.k8s.io/cluster-api %s\n\tsigs.k8s.io/cluster-api/api %s\n)\n\nreplace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api %s\n' "${CLUSTER_API_VERSION}" "${CLUSTER_API_VERSION}" "${CLUSTER_API_VERSION}")" \
+    sigs.k8s.io/cluster-api/cmd/clusterctl "-X sigs.k8s.io/cluster-api/version.gitVersion=${CLUSTER_API_VERSION} -X sigs.k8s.io/cluster-api/version.gitMajor=$(major "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitMinor=$(minor "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 }
 
 build_envtest() {
@@ -101,26 +130,29 @@ go_install() {
   rm -rf "${gobin}"
 }
 
-install_cloud_init() {
-  command -v cloud-init >/dev/null 2>&1 && return 0
-  log "installing Debian's cloud-init (for its schema check)"
+# apt_install <command> <why>: installs Debian's package of that name.
+apt_install() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  log "installing Debian's $1 ($2)"
   local sudo=()
   [[ $(id -u) -eq 0 ]] || sudo=(sudo)
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get install -y --no-install-recommends cloud-init >/dev/null ||
-    { "${sudo[@]}" apt-get update >/dev/null && "${sudo[@]}" apt-get install -y --no-install-recommends cloud-init >/dev/null; }
+  "${sudo[@]}" apt-get install -y --no-install-recommends "$1" >/dev/null ||
+    { "${sudo[@]}" apt-get update >/dev/null && "${sudo[@]}" apt-get install -y --no-install-recommends "$1" >/dev/null; }
 }
 
 build() {
   case "$1" in
-    all) for t in envtest kubeadm kubectl controller-gen ignition-validate cloud-init; do build "${t}"; done ;;
+    all) for t in envtest kubeadm kubectl clusterctl controller-gen ignition-validate cloud-init podman; do build "${t}"; done ;;
     envtest) build_envtest ;;
     kubeadm) build_kubernetes_cmd kubeadm ;;
     kubectl) build_kubernetes_cmd kubectl ;;
+    clusterctl) build_clusterctl ;;
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" ;;
     ignition-validate) go_install ignition-validate github.com/coreos/ignition/v2/validate "${IGNITION_VERSION}" ;;
     benchstat) go_install benchstat golang.org/x/perf/cmd/benchstat "${BENCHSTAT_VERSION}" ;;
-    cloud-init) install_cloud_init ;;
+    cloud-init) apt_install cloud-init "for its schema check" ;;
+    podman) apt_install podman "to load the release's image tarballs as docker load would" ;;
     *) log "unknown tool $1"; return 1 ;;
   esac
 }

@@ -55,8 +55,10 @@ const (
 	Etcd             = "etcd"
 	Kubeadm          = "kubeadm"
 	Kubectl          = "kubectl"
+	Clusterctl       = "clusterctl"
 	IgnitionValidate = "ignition-validate"
 	CloudInit        = "cloud-init"
+	Podman           = "podman"
 	Benchstat        = "benchstat"
 )
 
@@ -64,15 +66,17 @@ func toolPath(name string) (string, error) {
 	v := Versions
 	switch name {
 	case KubeAPIServer, Kubeadm, Kubectl:
-		return filepath.Join(CacheDir(), name, v["KUBERNETES_VERSION"], name), nil
+		return filepath.Join(CacheDir(), name, v["KUBERNETES_VERSION"]+"-"+v["KUBERNETES_TOOLS_BUILD"], name), nil
 	case Etcd:
 		return filepath.Join(CacheDir(), name, v["ETCD_VERSION"], name), nil
+	case Clusterctl:
+		return filepath.Join(CacheDir(), name, v["CLUSTER_API_VERSION"], name), nil
 	case IgnitionValidate:
 		return filepath.Join(CacheDir(), name, v["IGNITION_VERSION"], name), nil
 	case Benchstat:
 		return filepath.Join(CacheDir(), name, v["BENCHSTAT_VERSION"], name), nil
-	case CloudInit:
-		return exec.LookPath("cloud-init")
+	case CloudInit, Podman:
+		return exec.LookPath(name)
 	}
 	return "", fmt.Errorf("unknown tool %q", name)
 }
@@ -80,7 +84,7 @@ func toolPath(name string) (string, error) {
 // Path returns the path of an executable tool, or an error that says how to build it.
 func Path(name string) (string, error) {
 	p, err := toolPath(name)
-	if err != nil && name != CloudInit {
+	if err != nil && name != CloudInit && name != Podman {
 		return "", err
 	}
 	if err == nil {

@@ -22,6 +22,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks/conversion"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
@@ -70,7 +71,7 @@ type Env struct {
 	Client client.Client
 	Scheme *k8sruntime.Scheme
 	// Environment is the underlying envtest environment (webhook install options, kubeconfig helpers).
-	Environment *envtest.Environment
+	Environment *Environment
 }
 
 // Options tune Start.
@@ -85,45 +86,71 @@ type Options struct {
 	WithClusterAPI bool
 }
 
+// Environment is an envtest environment for this provider, not yet started.
+type Environment struct {
+	*envtest.Environment
+	clusterAPICRDs string
+}
+
 // NewEnvironment describes an API server with this provider's CRDs and, with
-// webhooks, its webhook configurations. Tests use it through Start; `make run`
-// (hack/runlocal) starts it directly.
-func NewEnvironment(opts Options) (*envtest.Environment, error) {
+// webhooks, its webhook configurations and the CRDs' conversion webhook.
+// Tests use it through Start; `make run` (hack/runlocal) starts it directly.
+func NewEnvironment(opts Options) (*Environment, error) {
 	assets, err := testbin.EnvtestAssets()
 	if err != nil {
 		return nil, err
 	}
 	scheme := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, bootstrapv1.AddToScheme, conversion.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
 	}
-	if err := bootstrapv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	env := &envtest.Environment{
+	env := &Environment{Environment: &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{CRDDir()},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
-	}
+	}}
 	if opts.WithClusterAPI {
-		dir, err := ClusterAPICRDDir()
-		if err != nil {
+		if env.clusterAPICRDs, err = ClusterAPICRDDir(); err != nil {
 			return nil, err
 		}
-		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, dir)
 		if err := clusterv1.AddToScheme(scheme); err != nil {
 			return nil, err
 		}
 	}
 	if opts.WithWebhooks {
-		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{WebhookManifests()}}
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			Paths: []string{WebhookManifests()},
+			// Point this provider's CRDs at the conversion webhook although
+			// their kinds do not implement controller-runtime's Convertible
+			// (the converters are registered functions, as upstream's are).
+			// Only our CRDs are installed with these options; Cluster API's
+			// come after, unchanged.
+			IgnoreSchemeConvertible: true,
+		}
 	}
 	return env, nil
 }
 
+// Start starts the API server and etcd and installs the CRDs.
+func (e *Environment) Start() (*rest.Config, error) {
+	cfg, err := e.Environment.Start()
+	if err != nil {
+		return nil, err
+	}
+	if e.clusterAPICRDs != "" {
+		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{e.clusterAPICRDs}, ErrorIfPathMissing: true, Scheme: e.Scheme}); err != nil {
+			_ = e.Environment.Stop()
+			return nil, fmt.Errorf("installing Cluster API's CRDs: %w", err)
+		}
+	}
+	return cfg, nil
+}
+
 // AdminKubeconfig is a kubeconfig for a cluster-admin user of a started env.
-func AdminKubeconfig(env *envtest.Environment) ([]byte, error) {
+func AdminKubeconfig(env *Environment) ([]byte, error) {
 	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return nil, err
@@ -133,7 +160,7 @@ func AdminKubeconfig(env *envtest.Environment) ([]byte, error) {
 
 // WriteAdminKubeconfig writes AdminKubeconfig to dir and returns its path, for
 // processes outside the test.
-func WriteAdminKubeconfig(env *envtest.Environment, dir string) (string, error) {
+func WriteAdminKubeconfig(env *Environment, dir string) (string, error) {
 	data, err := AdminKubeconfig(env)
 	if err != nil {
 		return "", err

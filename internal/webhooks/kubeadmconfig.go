@@ -1,6 +1,7 @@
 // Package webhooks holds the admission webhooks for KubeadmConfig and
 // KubeadmConfigTemplate: defaulting of the format, and validation through the
-// per-format field rule table (internal/fieldrules).
+// per-format field rule table (internal/fieldrules); the same registrations
+// serve v1beta1 ↔ v1beta2 conversion (internal/webhooks/conversion).
 package webhooks
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks/conversion"
 )
 
 // +kubebuilder:webhook:verbs=create;update,path=/mutate-bootstrap-cluster-x-k8s-io-v1beta2-kubeadmconfig,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,versions=v1beta2,name=default.kubeadmconfig.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
@@ -37,6 +39,7 @@ func (w *KubeadmConfig) SetupWebhookWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.KubeadmConfig{}).
 		WithDefaulter(w).
 		WithValidator(w).
+		WithConverter(conversion.KubeadmConfig).
 		Complete()
 }
 

@@ -55,6 +55,7 @@ func TestDefaultManifests(t *testing.T) {
 			if labels["cluster.x-k8s.io/v1beta2"] != "v1beta2" || labels["cluster.x-k8s.io/v1beta1"] != "v1beta1" {
 				t.Errorf("CRD %s lacks the contract labels: %v", r.GetName(), labels)
 			}
+			checkConversionWebhook(t, r.GetName(), r.MustYaml())
 		case "Certificate":
 			names, _ := r.GetSlice("spec.dnsNames")
 			if len(names) != 2 || names[0] != "capi-kubeadm-bootstrap-webhook-service.capi-kubeadm-bootstrap-system.svc" {
@@ -155,5 +156,39 @@ func TestMetadataYAML(t *testing.T) {
 		if s.Contract != "v1beta2" {
 			t.Errorf("release %d.%d declares contract %s, want v1beta2", s.Major, s.Minor, s.Contract)
 		}
+	}
+}
+
+// checkConversionWebhook: the CRD sends conversions to the manager's /convert
+// through the prefixed webhook Service, with cert-manager's CA injected.
+func checkConversionWebhook(t *testing.T, name, crdYAML string) {
+	t.Helper()
+	var crd struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+		Spec struct {
+			Conversion struct {
+				Strategy string `json:"strategy"`
+				Webhook  struct {
+					ConversionReviewVersions []string `json:"conversionReviewVersions"`
+					ClientConfig             struct {
+						Service struct{ Namespace, Name, Path string } `json:"service"`
+					} `json:"clientConfig"`
+				} `json:"webhook"`
+			} `json:"conversion"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(crdYAML), &crd); err != nil {
+		t.Fatal(err)
+	}
+	conv := crd.Spec.Conversion
+	svc := conv.Webhook.ClientConfig.Service
+	if conv.Strategy != "Webhook" || svc.Name != "capi-kubeadm-bootstrap-webhook-service" || svc.Namespace != "capi-kubeadm-bootstrap-system" || svc.Path != "/convert" ||
+		len(conv.Webhook.ConversionReviewVersions) == 0 {
+		t.Errorf("CRD %s conversion: %+v", name, conv)
+	}
+	if got := crd.Metadata.Annotations["cert-manager.io/inject-ca-from"]; got != "capi-kubeadm-bootstrap-system/capi-kubeadm-bootstrap-serving-cert" {
+		t.Errorf("CRD %s: CA injection annotation %q", name, got)
 	}
 }

@@ -209,3 +209,45 @@ func TestCompareToUpstreamDetectsDrift(t *testing.T) {
 		s.Properties["format"] = f
 	}, "spec.format: enum")
 }
+
+func loadVersion(t *testing.T, path, version string) apiextensionsv1.CustomResourceDefinitionVersion {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(data, &crd); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version {
+			return v
+		}
+	}
+	t.Fatalf("%s: no version %s", path, version)
+	return apiextensionsv1.CustomResourceDefinitionVersion{}
+}
+
+// v1beta1 is served exactly as upstream serves it (schema, deprecation,
+// columns, status subresource), not stored; v1beta2 stays the storage version.
+func TestV1Beta1IsServedAsUpstream(t *testing.T) {
+	upstreamBases := filepath.Join(upstreamModuleDir(t), "bootstrap", "kubeadm", "config", "crd", "bases")
+	for _, file := range []string{"bootstrap.cluster.x-k8s.io_kubeadmconfigs.yaml", "bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			upstream := loadVersion(t, filepath.Join(upstreamBases, file), "v1beta1")
+			ours := loadVersion(t, filepath.Join(testenv.CRDDir(), file), "v1beta1")
+			if !ours.Served || ours.Storage || !ours.Deprecated {
+				t.Errorf("v1beta1 served=%v storage=%v deprecated=%v: want served, not stored, deprecated", ours.Served, ours.Storage, ours.Deprecated)
+			}
+			if !reflect.DeepEqual(upstream, ours) {
+				uj, _ := json.Marshal(upstream)
+				oj, _ := json.Marshal(ours)
+				t.Errorf("v1beta1 differs from upstream's (%d vs %d bytes of JSON)", len(uj), len(oj))
+			}
+			if v2 := loadVersion(t, filepath.Join(testenv.CRDDir(), file), "v1beta2"); !v2.Storage || !v2.Served {
+				t.Errorf("v1beta2 served=%v storage=%v: want the served storage version", v2.Served, v2.Storage)
+			}
+		})
+	}
+}

@@ -44,6 +44,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks/conversion"
 )
 
 // The secured metrics endpoint authenticates and authorizes its scrapers.
@@ -124,6 +125,7 @@ func newScheme() (*runtime.Scheme, error) {
 		apiextensionsv1.AddToScheme,
 		clusterv1.AddToScheme,
 		bootstrapv1.AddToScheme,
+		conversion.AddToScheme, // v1beta1, for the conversion webhook
 	} {
 		if err := add(scheme); err != nil {
 			return nil, err

@@ -1,0 +1,286 @@
+// Command release builds what an operator installs in place of upstream's
+// kubeadm bootstrap provider, without a Docker engine:
+//
+//   - the manager's container image, one docker-archive tarball per
+//     platform (static CGO_ENABLED=0 binary on an empty base made here, run
+//     as a non-root user), which `docker load`, `ctr images import` and
+//     `kind load image-archive` take;
+//
+//   - bootstrap-components.yaml: the kustomize build of the manifests with
+//     that image, clusterctl's ${VAR} placeholders left for clusterctl;
+//
+//   - metadata.yaml, and checksums.txt over everything.
+//
+//     go run ./hack/release --out out --registry ghcr.io/cabpk-formats --tag v0.1.0 \
+//     [--platforms linux/amd64,linux/arm64] [--image-only]
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"sigs.k8s.io/kustomize/api/krusty"
+	kustomizetypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// ImageName is the manager image's repository name under the registry, as
+// upstream names its kubeadm bootstrap controller.
+const ImageName = "cluster-api-kubeadm-bootstrap-controller"
+
+// The user the manager runs as: distroless's nonroot.
+const (
+	nonrootUID = 65532
+	nonrootGID = 65532
+)
+
+type options struct {
+	out       string
+	registry  string
+	tag       string
+	platforms string
+	imageOnly bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.out, "out", "out", "directory for the artifacts")
+	flag.StringVar(&o.registry, "registry", "ghcr.io/cabpk-formats", "registry (and path) the image is tagged for")
+	flag.StringVar(&o.tag, "tag", "v0.1.0", "image tag and release version")
+	flag.StringVar(&o.platforms, "platforms", "linux/amd64,linux/arm64", "platforms to build images for")
+	flag.BoolVar(&o.imageOnly, "image-only", false, "build the images only")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "release: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func run(o options) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	ref, err := name.NewTag(o.registry + "/" + ImageName + ":" + o.tag)
+	if err != nil {
+		return fmt.Errorf("image reference: %w", err)
+	}
+	for _, p := range strings.Split(o.platforms, ",") {
+		platform, err := v1.ParsePlatform(strings.TrimSpace(p))
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(o.out, ImageTarball(platform.Architecture))
+		if err := WriteImage(path, ref, *platform); err != nil {
+			return fmt.Errorf("image for %s: %w", platform, err)
+		}
+		fmt.Fprintf(os.Stderr, "release: wrote %s (%s)\n", path, ref)
+	}
+	if o.imageOnly {
+		return nil
+	}
+	components, err := Components(ref.String())
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "bootstrap-components.yaml"), components, 0o644); err != nil {
+		return err
+	}
+	metadata, err := os.ReadFile(filepath.Join(repoRoot(), "metadata.yaml"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "metadata.yaml"), metadata, 0o644); err != nil {
+		return err
+	}
+	return writeChecksums(o.out)
+}
+
+// ImageTarball is the file name of the image tarball for an architecture.
+func ImageTarball(arch string) string {
+	return ImageName + "-" + arch + ".tar"
+}
+
+// WriteImage builds the manager for platform and writes its image, tagged
+// ref, as a docker-archive tarball at path.
+func WriteImage(path string, ref name.Tag, platform v1.Platform) error {
+	binary, err := buildManager(platform)
+	if err != nil {
+		return err
+	}
+	img, err := Image(binary, platform, ref.TagStr())
+	if err != nil {
+		return err
+	}
+	return tarball.WriteToFile(path, ref, img)
+}
+
+// buildManager cross-compiles a static manager binary.
+func buildManager(platform v1.Platform) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "release-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "manager")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", out, "./bootstrap/kubeadm/cmd/manager")
+	cmd.Dir = repoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+platform.OS, "GOARCH="+platform.Architecture)
+	if platform.Variant != "" && platform.Architecture == "arm" {
+		cmd.Env = append(cmd.Env, "GOARM="+strings.TrimPrefix(platform.Variant, "v"))
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %v\n%s", err, b)
+	}
+	return os.ReadFile(out)
+}
+
+// epoch dates every file and the image itself, so the same binary gives the
+// same image digest.
+var epoch = time.Unix(0, 0).UTC()
+
+// Image is the manager image: one layer with /manager and the passwd and
+// group entries of the non-root user it runs as, on an empty base.
+func Image(binary []byte, platform v1.Platform, version string) (v1.Image, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(hdr *tar.Header, content []byte) error {
+		hdr.ModTime, hdr.Format = epoch, tar.FormatPAX
+		if hdr.Typeflag == tar.TypeReg {
+			hdr.Size = int64(len(content))
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err := tw.Write(content)
+		return err
+	}
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", nonrootUID, nonrootGID)
+	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", nonrootGID)
+	for _, e := range []struct {
+		hdr     tar.Header
+		content []byte
+	}{
+		{tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755}, nil},
+		{tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644}, []byte(passwd)},
+		{tar.Header{Name: "etc/group", Typeflag: tar.TypeReg, Mode: 0o644}, []byte(group)},
+		{tar.Header{Name: "home/", Typeflag: tar.TypeDir, Mode: 0o755}, nil},
+		{tar.Header{Name: "home/nonroot/", Typeflag: tar.TypeDir, Mode: 0o700, Uid: nonrootUID, Gid: nonrootGID}, nil},
+		{tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}, nil},
+		{tar.Header{Name: "manager", Typeflag: tar.TypeReg, Mode: 0o755}, binary},
+	} {
+		if err := add(&e.hdr, e.content); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	layerBytes := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerBytes)), nil })
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture, cfg.Variant = platform.OS, platform.Architecture, platform.Variant
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.Config.Entrypoint = []string{"/manager"}
+	cfg.Config.User = fmt.Sprintf("%d:%d", nonrootUID, nonrootGID)
+	cfg.Config.WorkingDir = "/"
+	cfg.Config.Labels = map[string]string{
+		"org.opencontainers.image.title":       ImageName,
+		"org.opencontainers.image.description": "Cluster API kubeadm bootstrap provider with pluggable bootstrap formats (cloud-config, ignition, raw)",
+		"org.opencontainers.image.version":     version,
+		"org.opencontainers.image.licenses":    "Apache-2.0",
+	}
+	return mutate.ConfigFile(img, cfg)
+}
+
+// Components is the kustomize build of the default manifests with the
+// manager image set to image.
+func Components(image string) ([]byte, error) {
+	ref, err := name.NewTag(image)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "release-kustomize-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	// An overlay next to nothing: kustomize wants the base as a relative path.
+	base, err := filepath.Rel(dir, filepath.Join(repoRoot(), "bootstrap", "kubeadm", "config", "default"))
+	if err != nil {
+		return nil, err
+	}
+	k := kustomizetypes.Kustomization{
+		TypeMeta:  kustomizetypes.TypeMeta{APIVersion: kustomizetypes.KustomizationVersion, Kind: kustomizetypes.KustomizationKind},
+		Resources: []string{base},
+		Images:    []kustomizetypes.Image{{Name: "controller", NewName: ref.Context().String(), NewTag: ref.TagStr()}},
+	}
+	body, err := yaml.Marshal(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), body, 0o644); err != nil {
+		return nil, err
+	}
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = kustomizetypes.LoadRestrictionsNone
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build: %w", err)
+	}
+	return m.AsYaml()
+}
+
+func writeChecksums(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var lines []string
+	for _, e := range entries {
+		if e.IsDir() || e.Name() == "checksums.txt" {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		lines = append(lines, hex.EncodeToString(sum[:])+"  "+e.Name())
+	}
+	sort.Strings(lines)
+	return os.WriteFile(filepath.Join(dir, "checksums.txt"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
