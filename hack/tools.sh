@@ -6,7 +6,7 @@
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
-# (kube-apiserver + etcd side by side) is $CABPK_TOOLS_CACHE/envtest/<k8s>-<etcd>/.
+# (kube-apiserver + etcd side by side) is $CABPK_TOOLS_CACHE/envtest/<k8s>-<build>-<etcd>/.
 # internal/testbin computes the same paths; keep the two in step.
 set -euo pipefail
 
@@ -26,7 +26,7 @@ minor() { local v=${1#v}; v=${v#*.}; echo "${v%%.*}"; }
 
 tool_path() {
   case "$1" in
-    envtest) echo "${TOOLS_CACHE}/envtest/${KUBERNETES_VERSION}-${ETCD_VERSION}" ;;
+    envtest) echo "${TOOLS_CACHE}/envtest/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}-${ETCD_VERSION}" ;;
     kube-apiserver | kubeadm | kubectl) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}/$1" ;;
     etcd) echo "${TOOLS_CACHE}/etcd/${ETCD_VERSION}/etcd" ;;
     controller-gen) echo "${TOOLS_CACHE}/controller-gen/${CONTROLLER_GEN_VERSION}/controller-gen" ;;

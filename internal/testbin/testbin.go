@@ -103,7 +103,7 @@ func EnvtestAssets() (string, error) {
 			return "", err
 		}
 	}
-	dir := filepath.Join(CacheDir(), "envtest", Versions["KUBERNETES_VERSION"]+"-"+Versions["ETCD_VERSION"])
+	dir := filepath.Join(CacheDir(), "envtest", Versions["KUBERNETES_VERSION"]+"-"+Versions["KUBERNETES_TOOLS_BUILD"]+"-"+Versions["ETCD_VERSION"])
 	if _, err := os.Stat(filepath.Join(dir, KubeAPIServer)); err != nil {
 		return "", fmt.Errorf("envtest assets missing in %s: run `make tools`", dir)
 	}
