@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|envtest|kubeadm|kubectl|clusterctl|controller-gen|ignition-validate|benchstat|cloud-init|podman]...
+#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|clusterctl|controller-gen|ignition|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -27,11 +27,12 @@ minor() { local v=${1#v}; v=${v#*.}; echo "${v%%.*}"; }
 tool_path() {
   case "$1" in
     envtest) echo "${TOOLS_CACHE}/envtest/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}-${ETCD_VERSION}" ;;
-    kube-apiserver | kubeadm | kubectl) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}/$1" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubeadm | kubectl) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}/$1" ;;
     etcd) echo "${TOOLS_CACHE}/etcd/${ETCD_VERSION}/etcd" ;;
     controller-gen) echo "${TOOLS_CACHE}/controller-gen/${CONTROLLER_GEN_VERSION}/controller-gen" ;;
     clusterctl) echo "${TOOLS_CACHE}/clusterctl/${CLUSTER_API_VERSION}/clusterctl" ;;
     ignition-validate) echo "${TOOLS_CACHE}/ignition-validate/${IGNITION_VERSION}/ignition-validate" ;;
+    ignition) echo "${TOOLS_CACHE}/ignition/${IGNITION_VERSION}/ignition" ;;
     benchstat) echo "${TOOLS_CACHE}/benchstat/${BENCHSTAT_VERSION}/benchstat" ;;
     cloud-init | podman) command -v "$1" || echo "/usr/bin/$1" ;;
     *) log "unknown tool $1"; return 1 ;;
@@ -42,13 +43,13 @@ tool_path() {
 # inside a throwaway module so that the tool's dependencies never touch this
 # repo's go.mod.
 build_in_wrapper() {
-  local out=$1 gomod=$2 pkg=$3 ldflags=${4:-} dir
+  local out=$1 gomod=$2 pkg=$3 ldflags=${4:-} cgo=${CGO:-0} dir
   dir=$(mktemp -d)
   printf '%s\n' "${gomod}" >"${dir}/go.mod"
   printf 'package tools\n\nimport _ "%s"\n' "${pkg}" >"${dir}/tools.go"
   (cd "${dir}" && go mod tidy >/dev/null 2>&1 || true)
   mkdir -p "$(dirname "${out}")"
-  if ! (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}"); then
+  if ! (cd "${dir}" && CGO_ENABLED=${cgo} go build -trimpath -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}"); then
     rm -rf "${dir}" "${out}.tmp"
     return 1
   fi
@@ -96,6 +97,19 @@ build_etcd() {
     "${ETCD_VERSION}" "${ETCD_VERSION}" "${ETCD_VERSION}" "${ETCD_VERSION}" "${ETCD_VERSION}")" go.etcd.io/etcd/server/v3
 }
 
+# Ignition's own binary, for the e2e machines that run its files stage. It
+# links libblkid (cgo); SELinux relabelling is off because the simulated
+# machines have no SELinux policy.
+build_ignition() {
+  local out
+  out=$(tool_path ignition)
+  [[ -x "${out}" ]] && return 0
+  apt_install_package libblkid-dev "Ignition links libblkid" /usr/include/blkid/blkid.h
+  log "building ignition ${IGNITION_VERSION}"
+  CGO=1 build_in_wrapper "${out}" "$(printf 'module cabpk-formats.local/ignition\n\ngo 1.26\n\nrequire github.com/coreos/ignition/v2 %s\n' "${IGNITION_VERSION}")" \
+    github.com/coreos/ignition/v2/internal "-X github.com/coreos/ignition/v2/internal/distro.selinuxRelabel=false -X github.com/coreos/ignition/v2/internal/version.Raw=${IGNITION_VERSION}"
+}
+
 # clusterctl from the Cluster API release go.mod pins, with its version stamped
 # so that it knows which contract it speaks.
 build_clusterctl() {
@@ -132,7 +146,12 @@ go_install() {
 
 # apt_install <command> <why>: installs Debian's package of that name.
 apt_install() {
-  command -v "$1" >/dev/null 2>&1 && return 0
+  apt_install_package "$1" "$2" "$(command -v "$1" || echo /nonexistent)"
+}
+
+# apt_install_package <package> <why> <file it provides>
+apt_install_package() {
+  [[ -e "$3" ]] && return 0
   log "installing Debian's $1 ($2)"
   local sudo=()
   [[ $(id -u) -eq 0 ]] || sudo=(sudo)
@@ -143,10 +162,14 @@ apt_install() {
 
 build() {
   case "$1" in
-    all) for t in envtest kubeadm kubectl clusterctl controller-gen ignition-validate cloud-init podman; do build "${t}"; done ;;
+    all) for t in envtest kubeadm kubectl clusterctl controller-gen ignition-validate cloud-init podman e2e; do build "${t}"; done ;;
+    # What the e2e machines run besides kubeadm: the rest of a control plane, and Ignition.
+    e2e) for t in envtest kubeadm kube-controller-manager kube-scheduler ignition cloud-init; do build "${t}"; done ;;
     envtest) build_envtest ;;
     kubeadm) build_kubernetes_cmd kubeadm ;;
     kubectl) build_kubernetes_cmd kubectl ;;
+    kube-controller-manager | kube-scheduler) build_kubernetes_cmd "$1" ;;
+    ignition) build_ignition ;;
     clusterctl) build_clusterctl ;;
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" ;;
     ignition-validate) go_install ignition-validate github.com/coreos/ignition/v2/validate "${IGNITION_VERSION}" ;;

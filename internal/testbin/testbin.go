@@ -51,27 +51,30 @@ func CacheDir() string {
 
 // Tool names understood by Path.
 const (
-	KubeAPIServer    = "kube-apiserver"
-	Etcd             = "etcd"
-	Kubeadm          = "kubeadm"
-	Kubectl          = "kubectl"
-	Clusterctl       = "clusterctl"
-	IgnitionValidate = "ignition-validate"
-	CloudInit        = "cloud-init"
-	Podman           = "podman"
-	Benchstat        = "benchstat"
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Etcd                  = "etcd"
+	Kubeadm               = "kubeadm"
+	Kubectl               = "kubectl"
+	Clusterctl            = "clusterctl"
+	IgnitionValidate      = "ignition-validate"
+	Ignition              = "ignition"
+	CloudInit             = "cloud-init"
+	Podman                = "podman"
+	Benchstat             = "benchstat"
 )
 
 func toolPath(name string) (string, error) {
 	v := Versions
 	switch name {
-	case KubeAPIServer, Kubeadm, Kubectl:
+	case KubeAPIServer, KubeControllerManager, KubeScheduler, Kubeadm, Kubectl:
 		return filepath.Join(CacheDir(), name, v["KUBERNETES_VERSION"]+"-"+v["KUBERNETES_TOOLS_BUILD"], name), nil
 	case Etcd:
 		return filepath.Join(CacheDir(), name, v["ETCD_VERSION"], name), nil
 	case Clusterctl:
 		return filepath.Join(CacheDir(), name, v["CLUSTER_API_VERSION"], name), nil
-	case IgnitionValidate:
+	case IgnitionValidate, Ignition:
 		return filepath.Join(CacheDir(), name, v["IGNITION_VERSION"], name), nil
 	case Benchstat:
 		return filepath.Join(CacheDir(), name, v["BENCHSTAT_VERSION"], name), nil
