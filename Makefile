@@ -41,7 +41,7 @@ generate-docs:
 .PHONY: generate-go
 generate-go: $(CONTROLLER_GEN)
 	rm -f bootstrap/kubeadm/api/v1beta2/zz_generated.deepcopy.go
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./bootstrap/kubeadm/api/...
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./bootstrap/kubeadm/api/... paths=./test/infrastructure/simulated/api/...
 
 # v1beta1 is served with upstream's own types and schema (see internal/webhooks/conversion).
 UPSTREAM_V1BETA1_API := sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1
@@ -59,11 +59,14 @@ generate-manifests: $(CONTROLLER_GEN)
 		webhook \
 		output:rbac:dir=./$(CONFIG_DIR)/rbac \
 		output:webhook:dir=./$(CONFIG_DIR)/webhook
+	# The e2e stack's simulated infrastructure provider.
+	rm -rf test/infrastructure/simulated/config/crd
+	$(CONTROLLER_GEN) crd paths=./test/infrastructure/simulated/api/... output:crd:dir=./test/infrastructure/simulated/config/crd
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- bootstrap/kubeadm docs internal)" ]; then \
-		git status --porcelain -- bootstrap/kubeadm docs internal; git diff --stat; \
+	@if [ -n "$$(git status --porcelain -- bootstrap/kubeadm docs internal test)" ]; then \
+		git status --porcelain -- bootstrap/kubeadm docs internal test; git diff --stat; \
 		echo "generated files are out of date: run 'make generate' and commit"; exit 1; fi
 
 ##@ Build

@@ -266,7 +266,7 @@ func TestRawFilesDocument(t *testing.T) {
 		if err := yaml.UnmarshalStrict(files, &doc); err != nil {
 			t.Fatal(err)
 		}
-		if doc.Kind != raw.FilesKind || doc.APIVersion != raw.FilesAPIVersion || doc.Action != string(action) {
+		if doc.Kind != raw.FilesKind || doc.APIVersion != raw.FilesAPIVersion || string(doc.Action) != string(action) {
 			t.Errorf("unexpected header %+v", doc)
 		}
 		paths := map[string]bool{}

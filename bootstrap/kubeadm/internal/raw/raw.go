@@ -17,35 +17,20 @@ import (
 	"slices"
 	"strings"
 
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/yaml11"
 )
 
+// The document types are public (agents read them); the renderer writes them.
 const (
-	// FilesKey is the data secret key holding the BootstrapFiles document.
-	FilesKey = "files"
-	// FilesAPIVersion and FilesKind identify the BootstrapFiles document.
-	FilesAPIVersion = "raw.bootstrap.cluster.x-k8s.io/v1alpha1"
-	FilesKind       = "BootstrapFiles"
+	FilesKey        = rawv1.FilesKey
+	FilesAPIVersion = rawv1.GroupVersion
+	FilesKind       = rawv1.FilesKind
 )
 
-// FilesDocument lists files an agent writes before running kubeadm (the
-// schema of the document Render writes; agents read it with any YAML library).
-type FilesDocument struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	// Action is the kubeadm action the configuration is for: init, join-control-plane or join.
-	Action string `json:"action"`
-	Files  []File `json:"files"`
-}
-
-// File is one file: its content is text (PEM certificates and keys, kubeconfig).
-type File struct {
-	Path        string `json:"path"`
-	Owner       string `json:"owner,omitempty"`
-	Permissions string `json:"permissions,omitempty"`
-	Content     string `json:"content"`
-}
+// FilesDocument is the BootstrapFiles document.
+type FilesDocument = rawv1.BootstrapFiles
 
 // Output is the raw bootstrap data.
 type Output struct {

@@ -1,0 +1,221 @@
+// Package rawagent runs `raw` bootstrap data on a machine: what the agent of an
+// agent-based infrastructure provider does once Cluster API hands it a data
+// secret. It writes the files the data lists, runs kubeadm with the
+// configuration, and writes Cluster API's success sentinel.
+//
+// The data is a data secret's Data map (keys `value`, `format`, `files`); see
+// docs/raw-format.md and the document types in bootstrap/kubeadm/api/raw/v1alpha1.
+package rawagent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
+)
+
+// DefaultConfigPath is where the kubeadm configuration is written, the path
+// the cloud-config format uses too.
+const DefaultConfigPath = "/run/kubeadm/kubeadm.yaml"
+
+// Agent runs raw bootstrap data. The zero value runs `kubeadm` from PATH on
+// the real root.
+type Agent struct {
+	// Kubeadm is the kubeadm executable; empty means "kubeadm" from PATH.
+	Kubeadm string
+	// ExtraArgs are appended to kubeadm's arguments (e.g. "--v=5").
+	ExtraArgs []string
+	// ConfigPath is where the configuration is written for kubeadm; empty
+	// means DefaultConfigPath. It is removed after kubeadm succeeded, because
+	// it holds the bootstrap token.
+	ConfigPath string
+	// Root prefixes every path the agent writes (the files, the
+	// configuration, the sentinel); empty means "/". Useful for tests; kubeadm
+	// itself always works on the real root.
+	Root string
+	// Stdout and Stderr receive kubeadm's output; nil discards it.
+	Stdout, Stderr io.Writer
+}
+
+// Plan is what the agent will do with a data secret.
+type Plan struct {
+	Action rawv1.Action
+	// Config is the kubeadm configuration stream.
+	Config []byte
+	// Files are written before kubeadm runs.
+	Files []rawv1.File
+}
+
+// Parse reads a data secret's Data. It refuses data that is not raw.
+func Parse(data map[string][]byte) (*Plan, error) {
+	if f := string(data[rawv1.FormatKey]); f != "raw" {
+		return nil, fmt.Errorf("bootstrap data has format %q, this agent runs only %q", f, "raw")
+	}
+	value := data[rawv1.ValueKey]
+	if len(bytes.TrimSpace(value)) == 0 {
+		return nil, errors.New("bootstrap data has no kubeadm configuration (key value)")
+	}
+	p := &Plan{Config: value}
+	if doc, ok := data[rawv1.FilesKey]; ok {
+		var files rawv1.BootstrapFiles
+		if err := yaml.UnmarshalStrict(doc, &files); err != nil {
+			// The document holds keys: never echo it.
+			return nil, errors.New("bootstrap data key files is not a BootstrapFiles document")
+		}
+		if files.APIVersion != rawv1.GroupVersion || files.Kind != rawv1.FilesKind {
+			return nil, fmt.Errorf("bootstrap data key files is %s %s, want %s %s", files.APIVersion, files.Kind, rawv1.GroupVersion, rawv1.FilesKind)
+		}
+		for _, f := range files.Files {
+			if !filepath.IsAbs(f.Path) || filepath.Clean(f.Path) != f.Path {
+				return nil, fmt.Errorf("file path %q is not a clean absolute path", f.Path)
+			}
+		}
+		p.Action, p.Files = files.Action, files.Files
+	}
+	kinds := documentKinds(value)
+	switch {
+	case p.Action != "":
+	case kinds["InitConfiguration"]:
+		p.Action = rawv1.ActionInit
+	case kinds["JoinConfiguration"]:
+		p.Action = rawv1.ActionJoin
+	default:
+		return nil, errors.New("the kubeadm configuration has neither an InitConfiguration nor a JoinConfiguration")
+	}
+	switch p.Action {
+	case rawv1.ActionInit:
+		if !kinds["InitConfiguration"] && !kinds["ClusterConfiguration"] {
+			return nil, errors.New("action init, but the configuration has no InitConfiguration or ClusterConfiguration")
+		}
+	case rawv1.ActionJoin, rawv1.ActionJoinControlPlane:
+		if !kinds["JoinConfiguration"] {
+			return nil, fmt.Errorf("action %s, but the configuration has no JoinConfiguration", p.Action)
+		}
+	default:
+		return nil, fmt.Errorf("unknown action %q", p.Action)
+	}
+	return p, nil
+}
+
+// documentKinds returns the kinds of a YAML stream's documents.
+func documentKinds(stream []byte) map[string]bool {
+	kinds := map[string]bool{}
+	for _, doc := range bytes.Split(stream, []byte("\n---")) {
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if yaml.Unmarshal(doc, &meta) == nil && meta.Kind != "" {
+			kinds[meta.Kind] = true
+		}
+	}
+	return kinds
+}
+
+// Run writes the files, runs kubeadm and writes the success sentinel.
+func (a *Agent) Run(ctx context.Context, data map[string][]byte) error {
+	p, err := Parse(data)
+	if err != nil {
+		return err
+	}
+	for _, f := range p.Files {
+		if err := a.writeFile(f); err != nil {
+			return err
+		}
+	}
+	configPath := a.ConfigPath
+	if configPath == "" {
+		configPath = DefaultConfigPath
+	}
+	if err := a.write(configPath, p.Config, 0o600); err != nil {
+		return err
+	}
+	verb := "init"
+	if p.Action != rawv1.ActionInit {
+		verb = "join"
+	}
+	kubeadm := a.Kubeadm
+	if kubeadm == "" {
+		kubeadm = "kubeadm"
+	}
+	args := append([]string{verb, "--config", a.path(configPath)}, a.ExtraArgs...)
+	cmd := exec.CommandContext(ctx, kubeadm, args...)
+	cmd.Stdout, cmd.Stderr = a.Stdout, a.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubeadm %s: %w", verb, err)
+	}
+	if err := os.Remove(a.path(configPath)); err != nil {
+		return fmt.Errorf("removing the kubeadm configuration (it holds the bootstrap token): %w", err)
+	}
+	return a.write(rawv1.SuccessSentinel, []byte("success\n"), 0o644)
+}
+
+func (a *Agent) path(p string) string {
+	if a.Root == "" {
+		return p
+	}
+	return filepath.Join(a.Root, p)
+}
+
+func (a *Agent) write(p string, content []byte, mode os.FileMode) error {
+	full := a.path(p)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(full, content, mode); err != nil {
+		return err
+	}
+	// WriteFile keeps an existing file's mode; the data's mode wins.
+	return os.Chmod(full, mode)
+}
+
+func (a *Agent) writeFile(f rawv1.File) error {
+	mode := os.FileMode(0o644)
+	if f.Permissions != "" {
+		m, err := strconv.ParseUint(f.Permissions, 8, 32)
+		if err != nil || m > 0o7777 {
+			return fmt.Errorf("file %s: permissions %q are not octal", f.Path, f.Permissions)
+		}
+		mode = os.FileMode(m)
+	}
+	if err := a.write(f.Path, []byte(f.Content), mode); err != nil {
+		return fmt.Errorf("file %s: %w", f.Path, err)
+	}
+	if f.Owner == "" || a.Root != "" {
+		// Owners name accounts of the real root; a test root has none.
+		return nil
+	}
+	uid, gid, err := lookupOwner(f.Owner)
+	if err != nil {
+		return fmt.Errorf("file %s: %w", f.Path, err)
+	}
+	return os.Chown(f.Path, uid, gid)
+}
+
+func lookupOwner(owner string) (int, int, error) {
+	name, group, _ := strings.Cut(owner, ":")
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("owner %q: %w", owner, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if group != "" {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			return 0, 0, fmt.Errorf("owner %q: %w", owner, err)
+		}
+		gid, _ = strconv.Atoi(g.Gid)
+	}
+	return uid, gid, nil
+}

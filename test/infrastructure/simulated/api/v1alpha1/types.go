@@ -1,0 +1,152 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// ClusterFinalizer and MachineFinalizer let the controllers release addresses
+// and stop hosts before the objects go.
+const (
+	ClusterFinalizer = "simulatedcluster.infrastructure.simulated.cabpk-formats.io"
+	MachineFinalizer = "simulatedmachine.infrastructure.simulated.cabpk-formats.io"
+)
+
+// SimulatedClusterSpec follows Cluster API's InfraCluster contract.
+type SimulatedClusterSpec struct {
+	// controlPlaneEndpoint is set by the controller: an address of the
+	// simulated network that the first control-plane host takes.
+	// +optional
+	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+}
+
+// Initialization is Cluster API's initialization status.
+type Initialization struct {
+	// provisioned is true once the infrastructure is ready.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// SimulatedClusterStatus follows Cluster API's InfraCluster contract.
+type SimulatedClusterStatus struct {
+	// +optional
+	Initialization Initialization `json:"initialization,omitempty,omitzero"`
+}
+
+// SimulatedCluster is the infrastructure of one workload cluster.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=".spec.controlPlaneEndpoint.host"
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=".status.initialization.provisioned"
+type SimulatedCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SimulatedClusterSpec   `json:"spec,omitempty"`
+	Status SimulatedClusterStatus `json:"status,omitempty"`
+}
+
+// SimulatedClusterList is a list of SimulatedCluster.
+// +kubebuilder:object:root=true
+type SimulatedClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SimulatedCluster `json:"items"`
+}
+
+// SimulatedMachineSpec follows Cluster API's InfraMachine contract.
+type SimulatedMachineSpec struct {
+	// providerID is set by the controller once the host exists.
+	// +optional
+	ProviderID string `json:"providerID,omitempty"`
+
+	// bootDelay delays the host's first boot: a slow machine.
+	// +optional
+	BootDelay *metav1.Duration `json:"bootDelay,omitempty"`
+}
+
+// HostPhase is how far a simulated host got.
+type HostPhase string
+
+const (
+	HostPending       HostPhase = "Pending"
+	HostBooting       HostPhase = "Booting"
+	HostBootstrapping HostPhase = "Bootstrapping"
+	HostBootstrapped  HostPhase = "Bootstrapped"
+	HostFailed        HostPhase = "Failed"
+)
+
+// SimulatedMachineStatus follows Cluster API's InfraMachine contract.
+type SimulatedMachineStatus struct {
+	// +optional
+	Initialization Initialization `json:"initialization,omitempty,omitzero"`
+
+	// addresses of the host.
+	// +optional
+	Addresses []clusterv1.MachineAddress `json:"addresses,omitempty"`
+
+	// hostPhase is how far the host got in running its bootstrap data.
+	// +optional
+	HostPhase HostPhase `json:"hostPhase,omitempty"`
+
+	// hostMessage says what the host is doing or why it failed.
+	// +optional
+	HostMessage string `json:"hostMessage,omitempty"`
+
+	// consumer is the program that ran the bootstrap data on the host.
+	// +optional
+	Consumer string `json:"consumer,omitempty"`
+}
+
+// SimulatedMachine is one simulated host.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=".spec.providerID"
+// +kubebuilder:printcolumn:name="Host",type=string,JSONPath=".status.hostPhase"
+type SimulatedMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SimulatedMachineSpec   `json:"spec,omitempty"`
+	Status SimulatedMachineStatus `json:"status,omitempty"`
+}
+
+// SimulatedMachineList is a list of SimulatedMachine.
+// +kubebuilder:object:root=true
+type SimulatedMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SimulatedMachine `json:"items"`
+}
+
+// SimulatedMachineTemplateResource is the template's content.
+type SimulatedMachineTemplateResource struct {
+	// +optional
+	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty,omitzero"`
+	Spec       SimulatedMachineSpec `json:"spec"`
+}
+
+// SimulatedMachineTemplateSpec follows Cluster API's InfraMachineTemplate contract.
+type SimulatedMachineTemplateSpec struct {
+	Template SimulatedMachineTemplateResource `json:"template"`
+}
+
+// SimulatedMachineTemplate is what MachineSets clone SimulatedMachines from.
+// +kubebuilder:object:root=true
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+type SimulatedMachineTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec SimulatedMachineTemplateSpec `json:"spec,omitempty"`
+}
+
+// SimulatedMachineTemplateList is a list of SimulatedMachineTemplate.
+// +kubebuilder:object:root=true
+type SimulatedMachineTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SimulatedMachineTemplate `json:"items"`
+}
