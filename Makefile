@@ -99,12 +99,20 @@ FUZZ_TARGETS := bootstrap/kubeadm/internal/cloudinit bootstrap/kubeadm/internal/
 
 CONTROLLER_PKG := ./bootstrap/kubeadm/internal/controllers/kubeadmconfig
 
+E2E_PKG := ./test/e2e
+
 .PHONY: test
-test: tools verify-generate ## Build tools, check generated files, vet, run every test and each fuzz target for FUZZTIME.
+test: tools verify-generate ## Build tools, check generated files, vet, run every test, the e2e suite and each fuzz target for FUZZTIME.
 	go vet ./...
-	go test -count=1 ./...
+	go test -count=1 $$(go list ./... | grep -v '/test/e2e$$')
+	$(MAKE) test-e2e
 	$(MAKE) fuzz
 	$(MAKE) bench-requests
+
+.PHONY: test-e2e
+test-e2e: ## Run the e2e suite: Cluster API's controllers, simulated hosts, real cloud-init/Ignition/kubeadm (needs root).
+	hack/tools.sh e2e
+	go test -count=1 -timeout=40m -v $(E2E_PKG)
 
 .PHONY: bench-requests
 bench-requests: ## Count the API requests the controller makes per KubeadmConfig (one benchmark round).

@@ -4,7 +4,9 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,10 +15,12 @@ import (
 	"sync"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -140,6 +144,10 @@ func (e *Environment) Start() (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := labelContract(cfg, e.Environment.CRDs); err != nil {
+		_ = e.Environment.Stop()
+		return nil, err
+	}
 	if e.clusterAPICRDs != "" {
 		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{e.clusterAPICRDs}, ErrorIfPathMissing: true, Scheme: e.Scheme}); err != nil {
 			_ = e.Environment.Stop()
@@ -147,6 +155,51 @@ func (e *Environment) Start() (*rest.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// labelContract gives this provider's CRDs the contract labels the kustomize
+// tree adds (Cluster API looks them up to pick the API version it reads).
+func labelContract(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	b, err := os.ReadFile(filepath.Join(RepoRoot(), "bootstrap", "kubeadm", "config", "crd", "kustomization.yaml"))
+	if err != nil {
+		return err
+	}
+	var k struct {
+		Labels []struct {
+			Pairs map[string]string `json:"pairs"`
+		} `json:"labels"`
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		return fmt.Errorf("reading the CRDs' kustomization: %w", err)
+	}
+	s := k8sruntime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if crd.Spec.Group != bootstrapv1.GroupVersion.Group {
+			continue
+		}
+		live := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(context.Background(), client.ObjectKey{Name: crd.Name}, live); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(live.DeepCopy())
+		if live.Labels == nil {
+			live.Labels = map[string]string{}
+		}
+		for _, l := range k.Labels {
+			maps.Copy(live.Labels, l.Pairs)
+		}
+		if err := c.Patch(context.Background(), live, patch); err != nil {
+			return fmt.Errorf("labelling CRD %s: %w", crd.Name, err)
+		}
+	}
+	return nil
 }
 
 // AdminKubeconfig is a kubeconfig for a cluster-admin user of a started env.

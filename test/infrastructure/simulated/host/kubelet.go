@@ -252,14 +252,35 @@ func (k *kubelet) runNode(ctx context.Context) error {
 		return err
 	}
 	k.m.log.Printf("kubelet: node %s registered (providerID %s)", nodeName, providerID)
+	lastBeat := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(10 * time.Second):
+		case <-time.After(2 * time.Second):
 		}
-		if err := k.heartbeat(ctx, client, nodeName); err != nil {
-			k.m.log.Printf("kubelet: heartbeat: %v", err)
+		k.finishDeletedPods(ctx, client, nodeName)
+		if time.Since(lastBeat) >= 10*time.Second {
+			lastBeat = time.Now()
+			if err := k.heartbeat(ctx, client, nodeName); err != nil {
+				k.m.log.Printf("kubelet: heartbeat: %v", err)
+			}
+		}
+	}
+}
+
+// finishDeletedPods completes the deletion of pods bound to this node, as a
+// kubelet does once their containers stopped: the pods the scheduler put
+// here never ran (there is no container runtime), so a drain finds nothing to
+// wait for.
+func (k *kubelet) finishDeletedPods(ctx context.Context, client kubernetes.Interface, nodeName string) {
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			_ = client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 		}
 	}
 }

@@ -180,8 +180,10 @@ func lastAddress(p netip.Prefix) netip.Addr {
 
 // HostSpec is what a host is started with.
 type HostSpec struct {
-	// Name is the host's name (its hostname, and the key of the Lab's host table).
+	// Name is the key of the Lab's host table.
 	Name string
+	// Hostname is the host's hostname.
+	Hostname string
 	// AddressKey names an address reserved with ReserveAddress that the
 	// host takes if no other host has it; otherwise it gets a fresh address.
 	AddressKey string
@@ -293,7 +295,7 @@ func (h *Host) start(spec HostSpec, link string) error {
 	}
 	defer logFile.Close()
 	cfg := machineConfig{
-		Name:       h.Name,
+		Name:       spec.Hostname,
 		Address:    netip.PrefixFrom(h.Address, l.Subnet.Bits()).String(),
 		Gateway:    l.Gateway.String(),
 		ProviderID: spec.ProviderID,

@@ -1,0 +1,330 @@
+// Package stack starts the whole e2e stack on this machine: a management API
+// server (envtest) with Cluster API's and this provider's CRDs and webhooks,
+// Cluster API v1.14's core reconcilers and the simulated infrastructure
+// provider in this process, this provider's manager as its own process (the
+// binary that ships, with its real flags), and a Lab of simulated hosts that
+// run the bootstrap data. The e2e tests and the demo share it.
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	capicluster "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	capimachine "sigs.k8s.io/cluster-api/core/reconcilers/machine"
+	capimachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	capimachineset "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	capisetup "sigs.k8s.io/cluster-api/core/setup"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
+)
+
+// Options configure a Stack.
+type Options struct {
+	// StateDir receives logs and kubeconfigs; it must exist.
+	StateDir string
+	// ManagerArgs are extra flags for this provider's manager (feature gates,
+	// --bootstrap-token-ttl).
+	ManagerArgs []string
+	// Progress, when set, receives one line per start-up step.
+	Progress io.Writer
+}
+
+// Stack is a running management cluster with its controllers and a Lab.
+type Stack struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *k8sruntime.Scheme
+	Lab    *host.Lab
+	// Kubeconfig is an admin kubeconfig of the management cluster.
+	Kubeconfig string
+
+	opts        Options
+	env         *testenv.Environment
+	managerBin  string
+	manager     *exec.Cmd
+	managerDone chan struct{}
+	managerArgs []string
+	gc          *exec.Cmd
+	cancel      context.CancelFunc
+	capiStopped chan struct{}
+}
+
+// Tools are the binaries the hosts need, in the order a missing one is reported.
+var hostTools = []string{testbin.Kubeadm, testbin.KubeAPIServer, testbin.KubeControllerManager, testbin.KubeScheduler, testbin.Etcd, testbin.Ignition}
+
+// Start brings the stack up. Stop takes it down.
+func Start(ctx context.Context, opts Options) (s *Stack, err error) {
+	s = &Stack{opts: opts, managerArgs: opts.ManagerArgs}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	var toolDirs []string
+	for _, t := range hostTools {
+		p, err := testbin.Path(t)
+		if err != nil {
+			return nil, err
+		}
+		toolDirs = append(toolDirs, filepath.Dir(p))
+	}
+	if _, err := testbin.Path(testbin.CloudInit); err != nil {
+		return nil, err
+	}
+
+	s.progress("building the manager binary (bootstrap/kubeadm/cmd/manager)")
+	s.managerBin = filepath.Join(opts.StateDir, "manager")
+	build := exec.CommandContext(ctx, "go", "build", "-o", s.managerBin, "./bootstrap/kubeadm/cmd/manager")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the manager: %w\n%s", err, out)
+	}
+
+	s.progress("starting the management API server and etcd (envtest)")
+	if s.env, err = testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true}); err != nil {
+		return nil, err
+	}
+	s.env.CRDDirectoryPaths = append(s.env.CRDDirectoryPaths, filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd"))
+	if err := infrav1.AddToScheme(s.env.Scheme); err != nil {
+		return nil, err
+	}
+	if s.Config, err = s.env.Start(); err != nil {
+		return nil, err
+	}
+	s.Scheme = s.env.Scheme
+	if s.Client, err = client.New(s.Config, client.Options{Scheme: s.Scheme}); err != nil {
+		return nil, err
+	}
+	if s.Kubeconfig, err = testenv.WriteAdminKubeconfig(s.env, opts.StateDir); err != nil {
+		return nil, err
+	}
+
+	s.progress("starting the management cluster's garbage collector (kube-controller-manager)")
+	if err := s.startGarbageCollector(); err != nil {
+		return nil, err
+	}
+
+	s.progress("creating the simulated hosts' network")
+	if s.Lab, err = host.NewLab(host.LabOptions{StateDir: filepath.Join(opts.StateDir, "hosts"), ToolDirs: toolDirs}); err != nil {
+		return nil, err
+	}
+
+	s.progress("starting this provider's manager (its webhooks serve admission and conversion)")
+	if err := s.startManager(); err != nil {
+		return nil, err
+	}
+
+	s.progress("starting Cluster API's core controllers and the simulated infrastructure provider")
+	if err := s.startClusterAPI(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) progress(msg string) {
+	if s.opts.Progress != nil {
+		fmt.Fprintf(s.opts.Progress, "%s  %s\n", time.Now().Format("15:04:05"), msg)
+	}
+}
+
+// startManager runs the manager binary against the management cluster and
+// waits until its webhooks answer.
+func (s *Stack) startManager() error {
+	hooks := s.env.WebhookInstallOptions
+	args := append([]string{
+		"--kubeconfig=" + s.Kubeconfig,
+		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
+		"--webhook-cert-dir=" + hooks.LocalServingCertDir,
+		"--health-addr=127.0.0.1:0",
+		"--diagnostics-address=127.0.0.1:0",
+		"--insecure-diagnostics",
+	}, s.managerArgs...)
+	logFile, err := os.OpenFile(filepath.Join(s.opts.StateDir, "manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	s.manager = exec.Command(s.managerBin, args...)
+	s.manager.Stdout, s.manager.Stderr = logFile, logFile
+	s.manager.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.manager.Start(); err != nil {
+		return fmt.Errorf("starting the manager: %w", err)
+	}
+	done := make(chan struct{})
+	s.managerDone = done
+	cmd := s.manager
+	go func() { _ = cmd.Wait(); close(done) }()
+	// Ready when a KubeadmConfig dry-run create passes admission.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		probe := &bootstrapv1.KubeadmConfig{}
+		probe.Namespace, probe.Name = "default", "webhook-probe"
+		err := s.Client.Create(context.Background(), probe, client.DryRunAll)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("the manager exited (see %s)", filepath.Join(s.opts.StateDir, "manager.log"))
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the manager's webhooks did not answer within 60s: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// startGarbageCollector runs kube-controller-manager's garbage collector and
+// namespace controllers against the management cluster, as a real one has:
+// data secrets go with their KubeadmConfigs through owner references.
+func (s *Stack) startGarbageCollector() error {
+	kcm, err := testbin.Path(testbin.KubeControllerManager)
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(s.opts.StateDir, "management-controller-manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	s.gc = exec.Command(kcm, "--kubeconfig="+s.Kubeconfig, "--controllers=garbagecollector,namespace",
+		"--leader-elect=false", "--secure-port=0")
+	s.gc.Stdout, s.gc.Stderr = logFile, logFile
+	s.gc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return s.gc.Start()
+}
+
+// RestartManager restarts this provider's manager with other extra flags.
+func (s *Stack) RestartManager(args ...string) error {
+	s.stopManager()
+	s.managerArgs = args
+	return s.startManager()
+}
+
+func (s *Stack) stopManager() {
+	if s.manager == nil || s.manager.Process == nil {
+		return
+	}
+	_ = s.manager.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.managerDone:
+	case <-time.After(20 * time.Second):
+		_ = s.manager.Process.Kill()
+		<-s.managerDone
+	}
+	s.manager = nil
+}
+
+// startClusterAPI runs Cluster API's core reconcilers and the simulated
+// provider's in one controller-runtime manager.
+func (s *Stack) startClusterAPI(ctx context.Context) error {
+	logFile, err := os.OpenFile(filepath.Join(s.opts.StateDir, "cluster-api.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.UseDevMode(false)))
+	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{
+		Scheme:                 s.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  capisetup.ManagerCacheOptions(s.Scheme, "capi-e2e", "", 10*time.Minute),
+		Client:                 capisetup.ManagerClientOptions(),
+	})
+	if err != nil {
+		return err
+	}
+	secretClient, err := capisetup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return err
+	}
+	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: secretClient,
+		Cache:        capisetup.ClusterCacheCacheOptions(),
+		Client:       capisetup.ClusterCacheClientOptions("capi-e2e", 20, 30),
+	}, controller.Options{MaxConcurrentReconciles: 10})
+	if err != nil {
+		return err
+	}
+	opts := controller.Options{MaxConcurrentReconciles: 5}
+	for _, setup := range []func() error{
+		func() error {
+			return (&capicluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
+				RemoteConnectionGracePeriod: 50 * time.Second}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capimachine.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
+				RemoteConditionsGracePeriod: 5 * time.Minute}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capimachineset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capimachinedeployment.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&controllers.ClusterReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
+		},
+		func() error {
+			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
+		},
+	} {
+		if err := setup(); err != nil {
+			return err
+		}
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	s.cancel = cancel
+	s.capiStopped = make(chan struct{})
+	go func() {
+		defer close(s.capiStopped)
+		if err := mgr.Start(mctx); err != nil {
+			fmt.Fprintf(logFile, "cluster api manager: %v\n", err)
+		}
+	}()
+	return nil
+}
+
+// Stop stops everything the stack started: hosts, controllers, the manager,
+// the API server.
+func (s *Stack) Stop() {
+	if s.Lab != nil {
+		s.Lab.Close()
+	}
+	if s.cancel != nil {
+		s.cancel()
+		<-s.capiStopped
+	}
+	s.stopManager()
+	if s.gc != nil && s.gc.Process != nil {
+		_ = s.gc.Process.Kill()
+		_ = s.gc.Wait()
+	}
+	if s.env != nil && s.env.Environment != nil {
+		_ = s.env.Stop()
+	}
+}
+
+// ManagerLog is the path of the manager's log.
+func (s *Stack) ManagerLog() string { return filepath.Join(s.opts.StateDir, "manager.log") }

@@ -1,0 +1,184 @@
+// Package controllers is the simulated infrastructure provider's reconcilers:
+// SimulatedCluster gets a control-plane endpoint on the Lab's network, and
+// each SimulatedMachine becomes a host that runs its Machine's bootstrap data.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
+)
+
+// APIServerPort is the port of every workload cluster's endpoint.
+const APIServerPort = 6443
+
+// endpointKey names a cluster's reserved endpoint address in the Lab.
+func endpointKey(namespace, cluster string) string { return "endpoint:" + namespace + "/" + cluster }
+
+// ClusterReconciler reconciles SimulatedClusters.
+type ClusterReconciler struct {
+	Client client.Client
+	Lab    *host.Lab
+}
+
+// SetupWithManager registers the reconciler.
+func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.SimulatedCluster{}).Named("simulatedcluster").Complete(r)
+}
+
+// Reconcile gives the cluster its endpoint and marks it provisioned.
+func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sc := &infrav1.SimulatedCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	key := endpointKey(sc.Namespace, sc.Name)
+	if !sc.DeletionTimestamp.IsZero() {
+		r.Lab.ReleaseAddress(key)
+		return ctrl.Result{}, r.removeFinalizer(ctx, sc, infrav1.ClusterFinalizer)
+	}
+	if controllerutil.AddFinalizer(sc, infrav1.ClusterFinalizer) {
+		if err := r.Client.Update(ctx, sc); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	addr, err := r.Lab.ReserveAddress(key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if sc.Spec.ControlPlaneEndpoint.Host != addr.String() {
+		sc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: addr.String(), Port: APIServerPort}
+		if err := r.Client.Update(ctx, sc); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if !ptr.Deref(sc.Status.Initialization.Provisioned, false) {
+		sc.Status.Initialization.Provisioned = ptr.To(true)
+		return ctrl.Result{}, r.Client.Status().Update(ctx, sc)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *ClusterReconciler) removeFinalizer(ctx context.Context, o client.Object, f string) error {
+	if controllerutil.RemoveFinalizer(o, f) {
+		return client.IgnoreNotFound(r.Client.Update(ctx, o))
+	}
+	return nil
+}
+
+// MachineReconciler reconciles SimulatedMachines.
+type MachineReconciler struct {
+	Client client.Client
+	Lab    *host.Lab
+}
+
+// SetupWithManager registers the reconciler; Machines wake their
+// SimulatedMachine when their bootstrap data appears.
+func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.SimulatedMachine{}).
+		Watches(&clusterv1.Machine{}, handlerForInfraRef()).
+		Named("simulatedmachine").
+		Complete(r)
+}
+
+// hostKey is the Lab's name for a SimulatedMachine's host.
+func hostKey(sm *infrav1.SimulatedMachine) string { return sm.Namespace + "/" + sm.Name }
+
+// ProviderID is the provider ID of a SimulatedMachine's host.
+func ProviderID(namespace, name string) string { return "simulated:///" + namespace + "/" + name }
+
+// Reconcile boots a host once the Machine has bootstrap data, and reports
+// how far it got.
+func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sm := &infrav1.SimulatedMachine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sm.DeletionTimestamp.IsZero() {
+		if h := r.Lab.Host(hostKey(sm)); h != nil {
+			h.Stop()
+		}
+		return ctrl.Result{}, (&ClusterReconciler{Client: r.Client}).removeFinalizer(ctx, sm, infrav1.MachineFinalizer)
+	}
+	machine, err := util.GetOwnerMachine(ctx, r.Client, sm.ObjectMeta)
+	if err != nil || machine == nil {
+		return ctrl.Result{}, err
+	}
+	if controllerutil.AddFinalizer(sm, infrav1.MachineFinalizer) {
+		if err := r.Client.Update(ctx, sm); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	h := r.Lab.Host(hostKey(sm))
+	if h == nil && sm.Spec.ProviderID == "" {
+		if machine.Spec.Bootstrap.DataSecretName == nil {
+			return ctrl.Result{}, r.setHostStatus(ctx, sm, host.Status{Phase: string(infrav1.HostPending), Message: "waiting for bootstrap data"})
+		}
+		secret := &corev1.Secret{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: sm.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
+			return ctrl.Result{}, err
+		}
+		spec := host.HostSpec{
+			Name:       hostKey(sm),
+			Hostname:   machine.Name,
+			ProviderID: ProviderID(sm.Namespace, sm.Name),
+			Data:       secret.Data,
+		}
+		if util.IsControlPlaneMachine(machine) {
+			spec.AddressKey = endpointKey(sm.Namespace, machine.Spec.ClusterName)
+		}
+		if sm.Spec.BootDelay != nil {
+			spec.BootDelay = sm.Spec.BootDelay.Duration
+		}
+		if h, err = r.Lab.StartHost(spec); err != nil {
+			return ctrl.Result{}, fmt.Errorf("booting host: %w", err)
+		}
+		sm.Spec.ProviderID = spec.ProviderID
+		if err := r.Client.Update(ctx, sm); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if h == nil {
+		// The provider ID is set but the host is gone (the Lab restarted).
+		return ctrl.Result{}, r.setHostStatus(ctx, sm, host.Status{Phase: string(infrav1.HostFailed), Message: "the host is gone"})
+	}
+	sm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: h.Address.String()}}
+	sm.Status.Initialization.Provisioned = ptr.To(true)
+	st := h.Status()
+	if err := r.setHostStatus(ctx, sm, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	switch infrav1.HostPhase(st.Phase) {
+	case infrav1.HostBootstrapped, infrav1.HostFailed:
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+}
+
+func (r *MachineReconciler) setHostStatus(ctx context.Context, sm *infrav1.SimulatedMachine, st host.Status) error {
+	sm.Status.HostPhase = infrav1.HostPhase(st.Phase)
+	sm.Status.HostMessage = st.Message
+	if st.Consumer != "" {
+		sm.Status.Consumer = st.Consumer
+	}
+	err := r.Client.Status().Update(ctx, sm)
+	if apierrors.IsConflict(err) {
+		return nil // the next event brings the fresh object
+	}
+	return err
+}
