@@ -146,6 +146,13 @@ bench-scale: ## Scale run: this manager and upstream's side by side on one API s
 
 ##@ Run
 
+.PHONY: demo
+demo: ## Main job: Cluster API, this provider and a workload cluster per format on simulated hosts (root; Ctrl-C stops).
+	hack/tools.sh e2e kubectl
+	mkdir -p $(BIN_DIR)
+	go build -o $(BIN_DIR)/demo ./test/e2e/demo
+	exec $(BIN_DIR)/demo
+
 .PHONY: run
 run: ## Start a local API server with the CRDs and run the manager against it (Ctrl-C stops).
 	hack/tools.sh envtest

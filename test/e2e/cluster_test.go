@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -12,135 +11,59 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
-// kubernetesVersion is the version of every machine: the version of the
-// kubeadm and control-plane binaries hack/tools.sh builds.
-const kubernetesVersion = "v1.36.3"
-
-// noRuntime is what every spec of this suite adds: the simulated hosts have
-// no container runtime and no kubelet binary, which kubeadm's preflight
-// checks look for.
-var noRuntime = upstreambootstrapv1.NodeRegistrationOptions{IgnorePreflightErrors: []string{"all"}}
-
-// workloadCluster builds the objects of one workload cluster in its own namespace.
+// workloadCluster is one workload cluster of a test, in its own namespace.
 type workloadCluster struct {
-	t         *testing.T
-	c         client.Client
-	namespace string
-	name      string
+	stack.Cluster
+	t *testing.T
+	c client.Client
 }
 
 func newWorkloadCluster(t *testing.T, name string) *workloadCluster {
 	t.Helper()
-	w := &workloadCluster{t: t, c: st.Client, namespace: name, name: name}
-	w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	w.create(&infrav1.SimulatedCluster{ObjectMeta: w.meta(name)})
-	w.create(&clusterv1.Cluster{
-		ObjectMeta: w.meta(name),
-		Spec: clusterv1.ClusterSpec{
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimulatedCluster", Name: name},
-		},
-	})
+	w := &workloadCluster{Cluster: stack.Cluster{Namespace: name, Name: name}, t: t, c: st.Client}
+	w.create(w.Base()...)
 	t.Cleanup(w.delete)
 	return w
 }
 
-func (w *workloadCluster) meta(name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: w.namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: w.name}}
-}
-
-func (w *workloadCluster) create(o client.Object) {
+func (w *workloadCluster) create(objects ...client.Object) {
 	w.t.Helper()
-	if err := w.c.Create(context.Background(), o); err != nil {
-		w.t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	for _, o := range objects {
+		if err := w.c.Create(context.Background(), o); err != nil {
+			w.t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
 	}
 }
 
-// controlPlaneMachine adds a control-plane Machine whose KubeadmConfig has
-// the given format; the first one inits, later ones join.
+// controlPlaneMachine adds a control-plane Machine of the given format.
 func (w *workloadCluster) controlPlaneMachine(name string, format bootstrapv1.Format) {
 	w.t.Helper()
-	w.create(&bootstrapv1.KubeadmConfig{ObjectMeta: w.meta(name), Spec: bootstrapv1.KubeadmConfigSpec{
-		Format:            format,
-		InitConfiguration: upstreambootstrapv1.InitConfiguration{NodeRegistration: noRuntime},
-		JoinConfiguration: upstreambootstrapv1.JoinConfiguration{NodeRegistration: noRuntime, ControlPlane: &upstreambootstrapv1.JoinControlPlane{}},
-	}})
-	w.create(&infrav1.SimulatedMachine{ObjectMeta: w.meta(name)})
-	m := &clusterv1.Machine{ObjectMeta: w.meta(name), Spec: w.machineSpec(
-		clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name},
-		clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimulatedMachine", Name: name},
-	)}
-	m.Labels[clusterv1.MachineControlPlaneLabel] = ""
-	w.create(m)
-}
-
-func (w *workloadCluster) machineSpec(bootstrap, infra clusterv1.ContractVersionedObjectReference) clusterv1.MachineSpec {
-	return clusterv1.MachineSpec{
-		ClusterName:       w.name,
-		Version:           kubernetesVersion,
-		Bootstrap:         clusterv1.Bootstrap{ConfigRef: bootstrap},
-		InfrastructureRef: infra,
-	}
-}
-
-// kubeadmConfigTemplate creates a worker template of the given format.
-func (w *workloadCluster) kubeadmConfigTemplate(name string, format bootstrapv1.Format) *bootstrapv1.KubeadmConfigTemplate {
-	return &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: w.meta(name), Spec: bootstrapv1.KubeadmConfigTemplateSpec{
-		Template: bootstrapv1.KubeadmConfigTemplateResource{Spec: bootstrapv1.KubeadmConfigSpec{
-			Format:            format,
-			JoinConfiguration: upstreambootstrapv1.JoinConfiguration{NodeRegistration: noRuntime},
-		}},
-	}}
+	w.create(w.ControlPlaneMachine(name, format)...)
 }
 
 // machineDeployment adds a MachineDeployment of workers of the given format.
 func (w *workloadCluster) machineDeployment(name string, format bootstrapv1.Format, replicas int32, bootDelay time.Duration) {
 	w.t.Helper()
-	w.create(w.kubeadmConfigTemplate(name, format))
-	smt := &infrav1.SimulatedMachineTemplate{ObjectMeta: w.meta(name)}
-	if bootDelay > 0 {
-		smt.Spec.Template.Spec.BootDelay = &metav1.Duration{Duration: bootDelay}
-	}
-	w.create(smt)
-	labels := map[string]string{clusterv1.ClusterNameLabel: w.name, clusterv1.MachineDeploymentNameLabel: name}
-	w.create(&clusterv1.MachineDeployment{ObjectMeta: w.meta(name), Spec: clusterv1.MachineDeploymentSpec{
-		ClusterName: w.name,
-		Replicas:    ptr.To(replicas),
-		Selector:    metav1.LabelSelector{MatchLabels: labels},
-		// What Cluster API's defaulting webhook (not served here) would set.
-		Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-			Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-			RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-			},
-		}},
-		Template: clusterv1.MachineTemplateSpec{
-			ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-			Spec: w.machineSpec(
-				clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfigTemplate", Name: name},
-				clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimulatedMachineTemplate", Name: name},
-			),
-		},
-	}})
+	w.create(w.Workers(name, format, replicas, bootDelay)...)
 }
 
 // scale sets a MachineDeployment's replicas.
 func (w *workloadCluster) scale(name string, replicas int32) {
 	w.t.Helper()
 	md := &clusterv1.MachineDeployment{}
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.namespace, Name: name}, md); err != nil {
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: name}, md); err != nil {
 		w.t.Fatal(err)
 	}
 	patch := client.MergeFrom(md.DeepCopy())
@@ -150,93 +73,67 @@ func (w *workloadCluster) scale(name string, replicas int32) {
 	}
 }
 
-// machineRow is one line of the progress table.
-type machineRow struct {
-	machine, format, phase, host, node string
-	// bootstrap is why the machine has no bootstrap data yet.
-	bootstrap string
-}
-
-func (w *workloadCluster) rows() ([]machineRow, []clusterv1.Machine) {
-	ctx := context.Background()
-	var machines clusterv1.MachineList
-	if err := w.c.List(ctx, &machines, client.InNamespace(w.namespace)); err != nil {
-		return nil, nil
-	}
-	var rows []machineRow
-	for _, m := range machines.Items {
-		r := machineRow{machine: m.Name, phase: m.Status.Phase}
-		if m.Status.NodeRef.IsDefined() {
-			r.node = m.Status.NodeRef.Name
-		}
-		cfg := &bootstrapv1.KubeadmConfig{}
-		if w.c.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, cfg) == nil {
-			r.format = string(cfg.Spec.Format)
-			for _, c := range cfg.Status.Conditions {
-				if c.Type == "DataSecretAvailable" && c.Status != metav1.ConditionTrue {
-					r.bootstrap = c.Reason
-				}
-			}
-		}
-		sm := &infrav1.SimulatedMachine{}
-		if w.c.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: m.Spec.InfrastructureRef.Name}, sm) == nil {
-			r.host = string(sm.Status.HostPhase)
-		}
-		rows = append(rows, r)
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].machine < rows[j].machine })
-	return rows, machines.Items
-}
-
 // waitForMachines waits until exactly want Machines are Running with a node
 // and their hosts finished running the bootstrap data (kubeadm succeeded and
 // the success sentinel is there), logging the table when it changes.
 func (w *workloadCluster) waitForMachines(want int, timeout time.Duration) []clusterv1.Machine {
 	w.t.Helper()
-	deadline := time.Now().Add(timeout)
 	last := ""
-	for {
-		rows, machines := w.rows()
-		var b strings.Builder
-		running := 0
+	w.waitFor(timeout, fmt.Sprintf("%d machines done", want), func() bool {
+		rows := w.logTable(&last)
+		done := 0
 		for _, r := range rows {
-			fmt.Fprintf(&b, "  %-40s %-13s %-13s %-14s %-20s %s\n", r.machine, r.format, r.phase, r.host, r.node, r.bootstrap)
-			if r.phase == string(clusterv1.MachinePhaseRunning) && r.node != "" && r.host == string(infrav1.HostBootstrapped) {
-				running++
+			if r.Done() {
+				done++
 			}
 		}
-		if s := b.String(); s != last {
-			w.t.Logf("%s machines (%d/%d running):\n%s", w.name, running, want, s)
-			last = s
-		}
-		if running == want && len(rows) == want {
-			return machines
-		}
-		if time.Now().After(deadline) {
-			w.dumpLogs()
-			w.t.Fatalf("%s: %d of %d machines running with a node after %s", w.name, running, want, timeout)
-		}
-		time.Sleep(2 * time.Second)
+		return done == want && len(rows) == want
+	})
+	var machines clusterv1.MachineList
+	if err := w.c.List(context.Background(), &machines, client.InNamespace(w.Namespace)); err != nil {
+		w.t.Fatal(err)
 	}
+	return machines.Items
+}
+
+// logTable logs the Machines' table when it differs from *last.
+func (w *workloadCluster) logTable(last *string) []stack.MachineRow {
+	w.t.Helper()
+	rows, err := stack.MachineTable(context.Background(), w.c, w.Namespace)
+	if err != nil {
+		return nil
+	}
+	var b strings.Builder
+	stack.WriteTable(&b, rows)
+	if s := b.String(); s != *last {
+		w.t.Logf("%s machines:\n%s", w.Name, s)
+		*last = s
+	}
+	return rows
 }
 
 // workloadClient reads the cluster's admin kubeconfig (written by Cluster
 // API's cluster controller) and connects to the workload API server.
 func (w *workloadCluster) workloadClient() kubernetes.Interface {
 	w.t.Helper()
+	cs, err := kubernetes.NewForConfig(w.restConfig())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return cs
+}
+
+func (w *workloadCluster) restConfig() *rest.Config {
+	w.t.Helper()
 	secret := &corev1.Secret{}
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.namespace, Name: w.name + "-kubeconfig"}, secret); err != nil {
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: w.Name + "-kubeconfig"}, secret); err != nil {
 		w.t.Fatalf("workload kubeconfig: %v", err)
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return cs
+	return cfg
 }
 
 // expectNodes checks the workload cluster has exactly the machines' Nodes,
@@ -278,20 +175,24 @@ func (w *workloadCluster) managedTokens() []string {
 	return names
 }
 
-// dataSecrets returns the bootstrap data secrets of the namespace, and those
-// whose KubeadmConfig is gone.
+// dataSecrets returns the bootstrap data secrets of the namespace, and the
+// secrets owned by a KubeadmConfig that is gone.
 func (w *workloadCluster) dataSecrets() (all, orphaned []string) {
 	w.t.Helper()
 	var secrets corev1.SecretList
-	if err := w.c.List(context.Background(), &secrets, client.InNamespace(w.namespace)); err != nil {
+	if err := w.c.List(context.Background(), &secrets, client.InNamespace(w.Namespace)); err != nil {
 		w.t.Fatal(err)
 	}
 	for _, s := range secrets.Items {
 		if s.Type != clusterv1.ClusterSecretType || len(s.OwnerReferences) == 0 || s.OwnerReferences[0].Kind != "KubeadmConfig" {
 			continue
 		}
-		all = append(all, s.Name)
-		err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.namespace, Name: s.OwnerReferences[0].Name}, &bootstrapv1.KubeadmConfig{})
+		// A config's data secret has its name; the cluster's CA secrets
+		// are owned by the first control plane's config too.
+		if s.Name == s.OwnerReferences[0].Name {
+			all = append(all, s.Name)
+		}
+		err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: s.OwnerReferences[0].Name}, &bootstrapv1.KubeadmConfig{})
 		if apierrors.IsNotFound(err) {
 			orphaned = append(orphaned, s.Name)
 		}
@@ -303,22 +204,22 @@ func (w *workloadCluster) dataSecrets() (all, orphaned []string) {
 // Machine and host.
 func (w *workloadCluster) delete() {
 	ctx := context.Background()
-	_ = w.c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: w.namespace, Name: w.name}})
+	_ = w.c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name}})
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		var machines clusterv1.MachineList
-		if err := w.c.List(ctx, &machines, client.InNamespace(w.namespace)); err == nil && len(machines.Items) == 0 {
+		if err := w.c.List(ctx, &machines, client.InNamespace(w.Namespace)); err == nil && len(machines.Items) == 0 {
 			break
 		}
 		time.Sleep(2 * time.Second)
 	}
-	_ = w.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.namespace}})
+	_ = w.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}})
 }
 
 // dumpLogs prints where the logs are and the tail of each host's log.
 func (w *workloadCluster) dumpLogs() {
 	w.t.Helper()
-	w.t.Logf("logs: %s (manager.log, cluster-api.log, hosts/%s/*)", stateDir, w.namespace)
+	w.t.Logf("logs: %s (manager.log, cluster-api.log, hosts/%s/*)", stateDir, w.Namespace)
 	for _, f := range []string{st.ManagerLog()} {
 		if b, err := os.ReadFile(f); err == nil {
 			w.t.Logf("tail of %s:\n%s", f, tail(b, 40))
@@ -332,4 +233,106 @@ func tail(b []byte, lines int) string {
 		s = s[len(s)-lines:]
 	}
 	return strings.Join(s, "\n")
+}
+
+// expectConsumers checks which program ran each machine's data, by format.
+func (w *workloadCluster) expectConsumers(want map[bootstrapv1.Format]string) {
+	w.t.Helper()
+	rows, err := stack.MachineTable(context.Background(), w.c, w.Namespace)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Consumer != want[r.Format] {
+			w.t.Errorf("machine %s (%s): data run by %q, want %q", r.Machine, r.Format, r.Consumer, want[r.Format])
+		}
+	}
+}
+
+// expectNothingLeftBehind waits until the namespace holds exactly one data
+// secret per machine, none orphaned, and the workload cluster no bootstrap
+// token of this provider (used tokens are deleted once machines joined).
+func (w *workloadCluster) expectNothingLeftBehind(machines int) {
+	w.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		all, orphaned := w.dataSecrets()
+		tokens := w.managedTokens()
+		if len(all) == machines && len(orphaned) == 0 && len(tokens) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("after 2m: %d data secrets for %d machines (orphaned: %v), bootstrap tokens still in the workload cluster: %v",
+				len(all), machines, orphaned, tokens)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// waitFor polls cond every 2s until it holds.
+func (w *workloadCluster) waitFor(timeout time.Duration, what string, cond func() bool) {
+	w.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			w.dumpLogs()
+			w.t.Fatalf("%s: not done after %s", what, timeout)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// workerData returns each worker Machine's bootstrap data (format and value).
+func (w *workloadCluster) workerData() map[string]string {
+	w.t.Helper()
+	ctx := context.Background()
+	var machines clusterv1.MachineList
+	if err := w.c.List(ctx, &machines, client.InNamespace(w.Namespace)); err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range machines.Items {
+		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp || m.Spec.Bootstrap.DataSecretName == nil {
+			continue
+		}
+		s := &corev1.Secret{}
+		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: *m.Spec.Bootstrap.DataSecretName}, s); err == nil {
+			out[m.Name] = string(s.Data["format"]) + "\n" + string(s.Data["value"])
+		}
+	}
+	return out
+}
+
+// expectEachAPIServerWithItsEtcd checks there are want control-plane Nodes and
+// that the API server on each answers with a healthy etcd (its own member):
+// kube-apiserver talks to the etcd on 127.0.0.1 of its host.
+func (w *workloadCluster) expectEachAPIServerWithItsEtcd(want int) {
+	w.t.Helper()
+	cs := w.workloadClient()
+	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if len(nodes.Items) != want {
+		w.t.Fatalf("%d control-plane nodes, want %d", len(nodes.Items), want)
+	}
+	// kubeadm join --control-plane only succeeds once its etcd member joined
+	// and its API server is healthy; each API server must answer on its own address.
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP {
+				continue
+			}
+			cfg := rest.CopyConfig(w.restConfig())
+			cfg.Host = "https://" + a.Address + ":6443"
+			c, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			body, err := c.Discovery().RESTClient().Get().AbsPath("/readyz").Param("verbose", "true").DoRaw(context.Background())
+			if err != nil || !strings.Contains(string(body), "[+]etcd ok") {
+				w.t.Errorf("API server on %s (node %s): readyz %v\n%s", a.Address, n.Name, err, body)
+			}
+		}
+	}
 }

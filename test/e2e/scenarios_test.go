@@ -1,10 +1,17 @@
 package e2e
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
 // TestCloudConfigCluster: one cloud-config control plane, two cloud-config
@@ -15,4 +22,153 @@ func TestCloudConfigCluster(t *testing.T) {
 	w.machineDeployment("cloud-config-md", bootstrapv1.CloudConfig, 2, 0)
 	machines := w.waitForMachines(3, 5*time.Minute)
 	w.expectNodes(machines)
+	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init"})
+	w.expectNothingLeftBehind(3)
+}
+
+// TestIgnitionCluster: with its gate off, the manager's webhook denies an
+// Ignition template naming the gate; with it on, Ignition's own binary runs
+// every machine's data.
+func TestIgnitionCluster(t *testing.T) {
+	t.Run("gate off: denied", func(t *testing.T) {
+		if err := st.RestartManager("--feature-gates=KubeadmBootstrapFormatRaw=true"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := st.RestartManager(managerArgs...); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		c := stack.Cluster{Namespace: "default", Name: "gate-off"}
+		err := st.Client.Create(context.Background(), c.KubeadmConfigTemplate("ignition-gate-off", bootstrapv1.Ignition))
+		if err == nil || !strings.Contains(err.Error(), "KubeadmBootstrapFormatIgnition") {
+			t.Fatalf("creating an ignition template with the gate off: %v, want a denial naming the gate", err)
+		}
+		t.Logf("denied: %v", err)
+	})
+	w := newWorkloadCluster(t, "ignition")
+	w.controlPlaneMachine("ignition-cp-0", bootstrapv1.Ignition)
+	w.machineDeployment("ignition-md", bootstrapv1.Ignition, 2, 0)
+	machines := w.waitForMachines(3, 5*time.Minute)
+	w.expectNodes(machines)
+	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Ignition: "ignition"})
+}
+
+// TestRawClusterScales: the raw agent runs every machine's data; the
+// MachineDeployment scales 2 → 5 → 1 and nothing is left behind: no data
+// secret without its config, no bootstrap token of this provider in the
+// workload cluster once every machine joined.
+func TestRawClusterScales(t *testing.T) {
+	w := newWorkloadCluster(t, "raw")
+	w.controlPlaneMachine("raw-cp-0", bootstrapv1.Raw)
+	w.machineDeployment("raw-md", bootstrapv1.Raw, 2, 0)
+	w.expectNodes(w.waitForMachines(3, 5*time.Minute))
+	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Raw: "raw agent (pkg/rawagent)"})
+	w.scale("raw-md", 5)
+	w.expectNodes(w.waitForMachines(6, 5*time.Minute))
+	w.scale("raw-md", 1)
+	w.expectNodes(w.waitForMachines(2, 5*time.Minute))
+	w.expectNothingLeftBehind(2)
+}
+
+// TestMixedFormats: a cloud-config control plane with one raw and one
+// Ignition MachineDeployment in the same cluster.
+func TestMixedFormats(t *testing.T) {
+	w := newWorkloadCluster(t, "mixed")
+	w.controlPlaneMachine("mixed-cp-0", bootstrapv1.CloudConfig)
+	w.machineDeployment("mixed-raw", bootstrapv1.Raw, 1, 0)
+	w.machineDeployment("mixed-ignition", bootstrapv1.Ignition, 1, 0)
+	w.expectNodes(w.waitForMachines(3, 5*time.Minute))
+	w.expectConsumers(map[bootstrapv1.Format]string{
+		bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Raw: "raw agent (pkg/rawagent)", bootstrapv1.Ignition: "ignition",
+	})
+	w.expectNothingLeftBehind(3)
+}
+
+// TestRolloutToAnotherFormat: a MachineDeployment's KubeadmConfigTemplate is
+// replaced by one of another format; Cluster API rolls the machines; the old
+// machines keep their data until they go, the new ones join with theirs.
+func TestRolloutToAnotherFormat(t *testing.T) {
+	ctx := context.Background()
+	w := newWorkloadCluster(t, "rollout")
+	w.controlPlaneMachine("rollout-cp-0", bootstrapv1.CloudConfig)
+	w.machineDeployment("rollout-md", bootstrapv1.CloudConfig, 2, 0)
+	w.expectNodes(w.waitForMachines(3, 5*time.Minute))
+	old := w.workerData()
+
+	w.create(w.KubeadmConfigTemplate("rollout-raw", bootstrapv1.Raw))
+	md := &clusterv1.MachineDeployment{}
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "rollout-md"}, md); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(md.DeepCopy())
+	md.Spec.Template.Spec.Bootstrap.ConfigRef.Name = "rollout-raw"
+	if err := w.c.Patch(ctx, md, patch); err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	w.waitFor(5*time.Minute, "the rollout to raw", func() bool {
+		// While they exist, the old machines' data must not change.
+		for name, data := range w.workerData() {
+			if before, ok := old[name]; ok && before != data {
+				t.Fatalf("machine %s's data changed during the rollout", name)
+			}
+		}
+		rows := w.logTable(&last)
+		if len(rows) != 3 {
+			return false
+		}
+		for _, r := range rows {
+			if !r.Done() || (r.Machine != "rollout-cp-0" && r.Format != bootstrapv1.Raw) {
+				return false
+			}
+		}
+		return true
+	})
+	machines := w.waitForMachines(3, time.Minute)
+	w.expectNodes(machines)
+	for name := range old {
+		if _, ok := w.workerData()[name]; ok {
+			t.Errorf("old machine %s is still there", name)
+		}
+	}
+	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Raw: "raw agent (pkg/rawagent)"})
+	w.expectNothingLeftBehind(3)
+}
+
+// TestSlowMachineJoinsAfterTokenTTL: with a 30s bootstrap token TTL, a worker
+// that boots 75s after getting its data still joins: the controller extends
+// the token until the machine has a node.
+func TestSlowMachineJoinsAfterTokenTTL(t *testing.T) {
+	if err := st.RestartManager(append([]string{"--bootstrap-token-ttl=30s"}, managerArgs...)...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.RestartManager(managerArgs...); err != nil {
+			t.Error(err)
+		}
+	})
+	w := newWorkloadCluster(t, "slow")
+	w.controlPlaneMachine("slow-cp-0", bootstrapv1.CloudConfig)
+	w.machineDeployment("slow-md", bootstrapv1.Raw, 1, 75*time.Second)
+	w.expectNodes(w.waitForMachines(2, 6*time.Minute))
+	w.expectNothingLeftBehind(2)
+}
+
+// TestSecondControlPlane: a second control-plane Machine runs kubeadm join
+// --control-plane with the certificates its data carries: its own etcd
+// member, API server, controller manager and scheduler.
+func TestSecondControlPlane(t *testing.T) {
+	w := newWorkloadCluster(t, "ha")
+	w.controlPlaneMachine("ha-cp-0", bootstrapv1.CloudConfig)
+	w.expectNodes(w.waitForMachines(1, 5*time.Minute))
+	w.controlPlaneMachine("ha-cp-1", bootstrapv1.Raw)
+	nodes := w.expectNodes(w.waitForMachines(2, 6*time.Minute))
+	for _, n := range nodes {
+		if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; !ok {
+			t.Errorf("node %s is not marked as a control plane", n.Name)
+		}
+	}
+	w.expectEachAPIServerWithItsEtcd(2)
+	w.expectNothingLeftBehind(2)
 }

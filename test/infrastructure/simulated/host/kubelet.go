@@ -392,6 +392,22 @@ func (k *kubelet) register(ctx context.Context, client kubernetes.Interface, nam
 	return k.heartbeat(ctx, client, name)
 }
 
+// setNodeCondition sets a condition, keeping its transition time while its
+// status stays.
+func setNodeCondition(status *corev1.NodeStatus, c corev1.NodeCondition, now metav1.Time) {
+	c.LastHeartbeatTime, c.LastTransitionTime = now, now
+	for i, old := range status.Conditions {
+		if old.Type == c.Type {
+			if old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+			status.Conditions[i] = c
+			return
+		}
+	}
+	status.Conditions = append(status.Conditions, c)
+}
+
 // heartbeat renews the node's lease and reports it Ready.
 func (k *kubelet) heartbeat(ctx context.Context, client kubernetes.Interface, name string) error {
 	version := "unknown"
@@ -407,19 +423,14 @@ func (k *kubelet) heartbeat(ctx context.Context, client kubernetes.Interface, na
 	node.Status.NodeInfo.KubeletVersion = version
 	node.Status.NodeInfo.OperatingSystem = "linux"
 	node.Status.NodeInfo.Architecture = runtime.GOARCH
-	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		Message: "simulated kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}
-	found := false
-	for i, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			if c.Status == corev1.ConditionTrue {
-				ready.LastTransitionTime = c.LastTransitionTime
-			}
-			node.Status.Conditions[i], found = ready, true
-		}
-	}
-	if !found {
-		node.Status.Conditions = append(node.Status.Conditions, ready)
+	// The conditions a kubelet reports; Cluster API's NodeHealthy reads them all.
+	for _, c := range []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "simulated kubelet is posting ready status"},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available"},
+	} {
+		setNodeCondition(&node.Status, c, now)
 	}
 	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		return err

@@ -1,0 +1,116 @@
+package rawagent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/pkg/rawagent"
+)
+
+const joinConfig = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n"
+
+const initConfig = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n"
+
+const filesDoc = `apiVersion: raw.bootstrap.cluster.x-k8s.io/v1alpha1
+kind: BootstrapFiles
+action: init
+files:
+- path: /etc/kubernetes/pki/ca.key
+  permissions: "0600"
+  content: SECRET-KEY-MATERIAL
+- path: /etc/kubernetes/pki/ca.crt
+  content: CERT
+`
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		data   map[string][]byte
+		action rawv1.Action
+		err    string
+	}{
+		{name: "worker join", data: map[string][]byte{"format": []byte("raw"), "value": []byte(joinConfig)}, action: rawv1.ActionJoin},
+		{name: "init with files", data: map[string][]byte{"format": []byte("raw"), "value": []byte(initConfig), "files": []byte(filesDoc)}, action: rawv1.ActionInit},
+		{name: "init without files", data: map[string][]byte{"format": []byte("raw"), "value": []byte(initConfig)}, action: rawv1.ActionInit},
+		{name: "cloud-config", data: map[string][]byte{"format": []byte("cloud-config"), "value": []byte("#cloud-config\n")}, err: `format "cloud-config"`},
+		{name: "no value", data: map[string][]byte{"format": []byte("raw")}, err: "no kubeadm configuration"},
+		{name: "not kubeadm", data: map[string][]byte{"format": []byte("raw"), "value": []byte("kind: Pod\n")}, err: "neither an InitConfiguration nor a JoinConfiguration"},
+		{name: "action contradicts the configuration", data: map[string][]byte{"format": []byte("raw"), "value": []byte(joinConfig), "files": []byte(filesDoc)}, err: "action init, but"},
+		{name: "relative path", data: map[string][]byte{"format": []byte("raw"), "value": []byte(initConfig),
+			"files": []byte(strings.Replace(filesDoc, "/etc/kubernetes/pki/ca.crt", "../../etc/passwd", 1))}, err: "not a clean absolute path"},
+		{name: "files is not a document", data: map[string][]byte{"format": []byte("raw"), "value": []byte(initConfig),
+			"files": []byte("SECRET-KEY-MATERIAL: [")}, err: "not a BootstrapFiles document"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := rawagent.Parse(tc.data)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				if strings.Contains(err.Error(), "SECRET-KEY-MATERIAL") {
+					t.Fatalf("the error quotes the data: %v", err)
+				}
+				return
+			}
+			if err != nil || p.Action != tc.action {
+				t.Fatalf("Parse: %v, action %q, want %q", err, p.Action, tc.action)
+			}
+		})
+	}
+}
+
+// fakeKubeadm records its arguments and the configuration it was given.
+func fakeKubeadm(t *testing.T, dir string, exit int) string {
+	t.Helper()
+	p := filepath.Join(dir, "kubeadm")
+	script := "#!/bin/sh\necho \"$@\" > " + dir + "/args\ncp \"$3\" " + dir + "/config\nexit " + string(rune('0'+exit)) + "\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRunWritesFilesRunsKubeadmAndTheSentinel(t *testing.T) {
+	root, bin := t.TempDir(), t.TempDir()
+	a := &rawagent.Agent{Kubeadm: fakeKubeadm(t, bin, 0), Root: root}
+	data := map[string][]byte{"format": []byte("raw"), "value": []byte(initConfig), "files": []byte(filesDoc)}
+	if err := a.Run(context.Background(), data); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(root, "etc/kubernetes/pki/ca.key"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("ca.key: %v, mode %v", err, st)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/kubernetes/pki/ca.crt")); string(b) != "CERT" {
+		t.Fatalf("ca.crt holds %q", b)
+	}
+	args, _ := os.ReadFile(filepath.Join(bin, "args"))
+	if want := "init --config " + filepath.Join(root, rawagent.DefaultConfigPath); strings.TrimSpace(string(args)) != want {
+		t.Fatalf("kubeadm ran with %q, want %q", args, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(bin, "config")); string(b) != initConfig {
+		t.Fatalf("kubeadm was given %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(root, rawagent.DefaultConfigPath)); !os.IsNotExist(err) {
+		t.Fatalf("the configuration (it holds the token) is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, rawv1.SuccessSentinel)); err != nil {
+		t.Fatalf("no success sentinel: %v", err)
+	}
+}
+
+func TestRunWithoutSuccessLeavesNoSentinel(t *testing.T) {
+	root, bin := t.TempDir(), t.TempDir()
+	a := &rawagent.Agent{Kubeadm: fakeKubeadm(t, bin, 1), Root: root}
+	err := a.Run(context.Background(), map[string][]byte{"format": []byte("raw"), "value": []byte(joinConfig)})
+	if err == nil || !strings.Contains(err.Error(), "kubeadm join") {
+		t.Fatalf("error %v, want kubeadm join's failure", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, rawv1.SuccessSentinel)); !os.IsNotExist(err) {
+		t.Fatalf("sentinel written after a failure: %v", err)
+	}
+}

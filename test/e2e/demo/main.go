@@ -1,0 +1,141 @@
+// Command demo brings up the whole e2e stack on this machine and one workload
+// cluster with a MachineDeployment per bootstrap format, shows the Machines
+// until all run, prints how to reach both clusters with kubectl, and keeps
+// everything running until Ctrl-C. `make demo` runs it (as root).
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
+)
+
+func main() {
+	host.RunIfHost()
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("needs root: the simulated hosts use mount, network and PID namespaces")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Stopped through make (its parent) as well as by Ctrl-C: a SIGTERM when
+	// the parent goes, so the shutdown below still runs.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0, 0, 0); err != nil {
+		return fmt.Errorf("asking to be told when the parent exits: %w", err)
+	}
+
+	stateDir, err := os.MkdirTemp("", "cabpk-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stateDir)
+	fmt.Printf("demo: logs and kubeconfigs in %s (removed on exit)\n", stateDir)
+	began := time.Now()
+	s, err := stack.Start(ctx, stack.Options{
+		StateDir:    stateDir,
+		ManagerArgs: []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true"},
+		Progress:    os.Stdout,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("demo: stopping hosts, controllers, manager and API server...")
+		s.Stop()
+		fmt.Println("demo: stopped; no process, namespace or network interface is left behind")
+	}()
+
+	c := stack.Cluster{Namespace: "demo", Name: "demo"}
+	objects := c.Base()
+	objects = append(objects, c.ControlPlaneMachine("demo-control-plane", bootstrapv1.CloudConfig)...)
+	for _, f := range []bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition, bootstrapv1.Raw} {
+		objects = append(objects, c.Workers("demo-"+string(f), f, 1, 0)...)
+	}
+	for _, o := range objects {
+		if err := s.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	fmt.Printf("%s  created cluster demo/demo: a cloud-config control plane and one worker MachineDeployment per format\n", time.Now().Format("15:04:05"))
+
+	want := 4
+	last, lastPrint := "", time.Time{}
+	for {
+		rows, err := stack.MachineTable(ctx, s.Client, c.Namespace)
+		if err == nil {
+			var b bytes.Buffer
+			stack.WriteTable(&b, rows)
+			done := 0
+			for _, r := range rows {
+				if r.Done() {
+					done++
+				}
+			}
+			if b.String() != last || time.Since(lastPrint) > 15*time.Second {
+				fmt.Printf("\n%s  machines running: %d/%d (%s)\n%s", time.Now().Format("15:04:05"), done, want, time.Since(began).Round(time.Second), b.String())
+				last, lastPrint = b.String(), time.Now()
+			}
+			if done == want && len(rows) == want {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+	fmt.Printf("\nall %d machines are running, %s after start\n", want, time.Since(began).Round(time.Second))
+
+	secret := &corev1.Secret{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name + "-kubeconfig"}, secret); err != nil {
+		return err
+	}
+	workload := filepath.Join(stateDir, "workload.kubeconfig")
+	if err := os.WriteFile(workload, secret.Data["value"], 0o600); err != nil {
+		return err
+	}
+	kubectl, err := testbin.Path(testbin.Kubectl)
+	if err != nil {
+		kubectl = "kubectl"
+	}
+	fmt.Printf(`
+The workload cluster's API server runs on a simulated host (its etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler are real processes started from kubeadm's manifests):
+
+  %[1]s --kubeconfig %[2]s get nodes -o wide
+
+The management cluster (Cluster API objects, this provider's KubeadmConfigs):
+
+  %[1]s --kubeconfig %[3]s get clusters,machines,kubeadmconfigs -A
+
+Try scaling a MachineDeployment:
+
+  %[1]s --kubeconfig %[3]s -n demo scale machinedeployment demo-raw --replicas 3
+
+Logs: %[4]s (manager.log, cluster-api.log, hosts/<namespace>/<machine>/).
+Ctrl-C stops everything.
+`, kubectl, workload, s.Kubeconfig, stateDir)
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,135 @@
+package stack
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+)
+
+// KubernetesVersion is the version of every machine: the version of the
+// kubeadm and control-plane binaries hack/tools.sh builds.
+const KubernetesVersion = "v1.36.3"
+
+// NoRuntime is what every spec of the stack's clusters sets: the simulated
+// hosts have no container runtime and no kubelet binary, which kubeadm's
+// preflight checks look for.
+func NoRuntime() upstreambootstrapv1.NodeRegistrationOptions {
+	return upstreambootstrapv1.NodeRegistrationOptions{IgnorePreflightErrors: []string{"all"}}
+}
+
+// Cluster is what a workload cluster's objects are built from.
+type Cluster struct {
+	Namespace, Name string
+}
+
+func (c Cluster) meta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: c.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: c.Name}}
+}
+
+func ref(group, kind, name string) clusterv1.ContractVersionedObjectReference {
+	return clusterv1.ContractVersionedObjectReference{APIGroup: group, Kind: kind, Name: name}
+}
+
+// Base returns the namespace, the SimulatedCluster and the Cluster (no
+// control-plane provider: control-plane Machines are created directly).
+func (c Cluster) Base() []client.Object {
+	return []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}},
+		&infrav1.SimulatedCluster{ObjectMeta: c.meta(c.Name)},
+		&clusterv1.Cluster{ObjectMeta: c.meta(c.Name), Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: ref(infrav1.GroupVersion.Group, "SimulatedCluster", c.Name),
+		}},
+	}
+}
+
+// ControlPlaneMachine returns a control-plane Machine with its KubeadmConfig
+// of the given format and its SimulatedMachine; the first one inits, later
+// ones join the control plane.
+func (c Cluster) ControlPlaneMachine(name string, format bootstrapv1.Format) []client.Object {
+	m := &clusterv1.Machine{ObjectMeta: c.meta(name), Spec: c.machineSpec(
+		ref(bootstrapv1.GroupVersion.Group, "KubeadmConfig", name),
+		ref(infrav1.GroupVersion.Group, "SimulatedMachine", name),
+	)}
+	m.Labels[clusterv1.MachineControlPlaneLabel] = ""
+	return []client.Object{
+		&bootstrapv1.KubeadmConfig{ObjectMeta: c.meta(name), Spec: bootstrapv1.KubeadmConfigSpec{
+			Format:            format,
+			InitConfiguration: upstreambootstrapv1.InitConfiguration{NodeRegistration: NoRuntime()},
+			JoinConfiguration: upstreambootstrapv1.JoinConfiguration{NodeRegistration: NoRuntime(), ControlPlane: &upstreambootstrapv1.JoinControlPlane{}},
+		}},
+		&infrav1.SimulatedMachine{ObjectMeta: c.meta(name)},
+		m,
+	}
+}
+
+func (c Cluster) machineSpec(bootstrap, infra clusterv1.ContractVersionedObjectReference) clusterv1.MachineSpec {
+	return clusterv1.MachineSpec{
+		ClusterName:       c.Name,
+		Version:           KubernetesVersion,
+		Bootstrap:         clusterv1.Bootstrap{ConfigRef: bootstrap},
+		InfrastructureRef: infra,
+	}
+}
+
+// KubeadmConfigTemplate returns a worker template of the given format.
+func (c Cluster) KubeadmConfigTemplate(name string, format bootstrapv1.Format) *bootstrapv1.KubeadmConfigTemplate {
+	return &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: c.meta(name), Spec: bootstrapv1.KubeadmConfigTemplateSpec{
+		Template: bootstrapv1.KubeadmConfigTemplateResource{Spec: bootstrapv1.KubeadmConfigSpec{
+			Format:            format,
+			JoinConfiguration: upstreambootstrapv1.JoinConfiguration{NodeRegistration: NoRuntime()},
+		}},
+	}}
+}
+
+// SimulatedMachineTemplate returns a host template; bootDelay makes slow machines.
+func (c Cluster) SimulatedMachineTemplate(name string, bootDelay time.Duration) *infrav1.SimulatedMachineTemplate {
+	smt := &infrav1.SimulatedMachineTemplate{ObjectMeta: c.meta(name)}
+	if bootDelay > 0 {
+		smt.Spec.Template.Spec.BootDelay = &metav1.Duration{Duration: bootDelay}
+	}
+	return smt
+}
+
+// MachineDeployment returns a MachineDeployment of workers from the templates
+// of those names.
+func (c Cluster) MachineDeployment(name, kubeadmConfigTemplate, machineTemplate string, replicas int32) *clusterv1.MachineDeployment {
+	labels := map[string]string{clusterv1.ClusterNameLabel: c.Name, clusterv1.MachineDeploymentNameLabel: name}
+	return &clusterv1.MachineDeployment{ObjectMeta: c.meta(name), Spec: clusterv1.MachineDeploymentSpec{
+		ClusterName: c.Name,
+		Replicas:    ptr.To(replicas),
+		Selector:    metav1.LabelSelector{MatchLabels: labels},
+		// What Cluster API's defaulting webhook (not served here) would set.
+		Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+			Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+			RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			},
+		}},
+		Template: clusterv1.MachineTemplateSpec{
+			ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+			Spec: c.machineSpec(
+				ref(bootstrapv1.GroupVersion.Group, "KubeadmConfigTemplate", kubeadmConfigTemplate),
+				ref(infrav1.GroupVersion.Group, "SimulatedMachineTemplate", machineTemplate),
+			),
+		},
+	}}
+}
+
+// Workers returns a MachineDeployment with its own templates of the given format.
+func (c Cluster) Workers(name string, format bootstrapv1.Format, replicas int32, bootDelay time.Duration) []client.Object {
+	return []client.Object{
+		c.KubeadmConfigTemplate(name, format),
+		c.SimulatedMachineTemplate(name, bootDelay),
+		c.MachineDeployment(name, name, name, replicas),
+	}
+}
