@@ -31,14 +31,7 @@ func TestCloudConfigCluster(t *testing.T) {
 // every machine's data.
 func TestIgnitionCluster(t *testing.T) {
 	t.Run("gate off: denied", func(t *testing.T) {
-		if err := st.RestartManager("--feature-gates=KubeadmBootstrapFormatRaw=true"); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := st.RestartManager(managerArgs...); err != nil {
-				t.Fatal(err)
-			}
-		}()
+		withManagerArgs(t, "--feature-gates=KubeadmBootstrapFormatRaw=true")
 		c := stack.Cluster{Namespace: "default", Name: "gate-off"}
 		err := st.Client.Create(context.Background(), c.KubeadmConfigTemplate("ignition-gate-off", bootstrapv1.Ignition))
 		if err == nil || !strings.Contains(err.Error(), "KubeadmBootstrapFormatIgnition") {
@@ -140,14 +133,7 @@ func TestRolloutToAnotherFormat(t *testing.T) {
 // that boots 75s after getting its data still joins: the controller extends
 // the token until the machine has a node.
 func TestSlowMachineJoinsAfterTokenTTL(t *testing.T) {
-	if err := st.RestartManager(append([]string{"--bootstrap-token-ttl=30s"}, managerArgs...)...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.RestartManager(managerArgs...); err != nil {
-			t.Error(err)
-		}
-	})
+	withManagerArgs(t, append([]string{"--bootstrap-token-ttl=30s"}, managerArgs...)...)
 	w := newWorkloadCluster(t, "slow")
 	w.controlPlaneMachine("slow-cp-0", bootstrapv1.CloudConfig)
 	w.machineDeployment("slow-md", bootstrapv1.Raw, 1, 75*time.Second)
@@ -171,4 +157,18 @@ func TestSecondControlPlane(t *testing.T) {
 	}
 	w.expectEachAPIServerWithItsEtcd(2)
 	w.expectNothingLeftBehind(2)
+}
+
+// withManagerArgs restarts the manager with other flags for the rest of the
+// test, and with the suite's flags after it.
+func withManagerArgs(t *testing.T, args ...string) {
+	t.Helper()
+	if err := st.RestartManager(args...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.RestartManager(managerArgs...); err != nil {
+			t.Error(err)
+		}
+	})
 }

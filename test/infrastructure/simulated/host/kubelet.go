@@ -253,6 +253,7 @@ func (k *kubelet) runNode(ctx context.Context) error {
 	}
 	k.m.log.Printf("kubelet: node %s registered (providerID %s)", nodeName, providerID)
 	lastBeat := time.Now()
+	mirrors := map[string]string{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -260,12 +261,73 @@ func (k *kubelet) runNode(ctx context.Context) error {
 		case <-time.After(2 * time.Second):
 		}
 		k.finishDeletedPods(ctx, client, nodeName)
+		k.syncMirrorPods(ctx, client, nodeName, mirrors)
 		if time.Since(lastBeat) >= 10*time.Second {
 			lastBeat = time.Now()
 			if err := k.heartbeat(ctx, client, nodeName); err != nil {
 				k.m.log.Printf("kubelet: heartbeat: %v", err)
 			}
 		}
+	}
+}
+
+// syncMirrorPods keeps a mirror pod in the API for each static pod, as a
+// kubelet does: kubeadm finds the etcd members' client URLs in the etcd
+// mirror pods' annotations when a control plane joins. mirrors maps each
+// mirror pod's name to the manifest hash it was made from.
+func (k *kubelet) syncMirrorPods(ctx context.Context, client kubernetes.Interface, nodeName string, mirrors map[string]string) {
+	entries, _ := os.ReadDir(manifestsDir)
+	var owner []metav1.OwnerReference
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(manifestsDir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var pod corev1.Pod
+		if yaml.Unmarshal(b, &pod) != nil || pod.Name == "" {
+			continue
+		}
+		sum := sha256.Sum256(b)
+		hash := fmt.Sprintf("%x", sum[:8])
+		name := pod.Name + "-" + nodeName
+		if mirrors[name] == hash {
+			continue
+		}
+		if owner == nil {
+			// The node authorizer admits mirror pods owned by their node only.
+			node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return
+			}
+			owner = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: nodeName, UID: node.UID, Controller: ptr.To(true)}}
+		}
+		ns := pod.Namespace
+		if ns == "" {
+			ns = metav1.NamespaceDefault
+		}
+		pods := client.CoreV1().Pods(ns)
+		_ = pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		mirror := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: pod.Labels, Annotations: map[string]string{}, OwnerReferences: owner},
+			Spec:       pod.Spec,
+		}
+		for key, v := range pod.Annotations {
+			mirror.Annotations[key] = v
+		}
+		mirror.Annotations["kubernetes.io/config.mirror"] = hash
+		mirror.Annotations["kubernetes.io/config.hash"] = hash
+		mirror.Annotations["kubernetes.io/config.source"] = "file"
+		mirror.Spec.NodeName = nodeName
+		created, err := pods.Create(ctx, mirror, metav1.CreateOptions{})
+		if err != nil {
+			k.m.log.Printf("kubelet: mirror pod %s: %v", name, err)
+			continue
+		}
+		mirrors[name] = hash
+		now := metav1.Now()
+		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, HostIP: k.address, PodIP: k.address, StartTime: &now,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
+		_, _ = pods.UpdateStatus(ctx, created, metav1.UpdateOptions{})
 	}
 }
 
