@@ -48,5 +48,13 @@ func Markdown() string {
 	b.WriteString("  file paths are unique, `passwd` and `passwdFrom` are exclusive, secret references name a secret and a\n")
 	b.WriteString("  key, disk layouts add up to at most 100%, a discovery kubeconfig user has one of `authProvider` or `exec`.\n")
 	b.WriteString("- On update, `format` cannot change once the bootstrap data secret exists.\n")
+	b.WriteString("\n## What the Ignition output does that cloud-init would\n\n")
+	b.WriteString("- `users[].sudo`: one `/etc/sudoers.d/` drop-in per user, named so that sudo reads it (sudo skips\n")
+	b.WriteString("  names with `.` or ending in `~`, so `jane.doe` gets `jane_doe`; names stay unique).\n")
+	b.WriteString("- `ntp.enabled: false`: no time sync configuration at all, as cloud-init skips its ntp module; the\n")
+	b.WriteString("  image's own time sync is left as it is.\n")
+	b.WriteString("- `kubeadm.service` is ordered after `containerd.service`, `kubelet.service` is enabled (the image's\n")
+	b.WriteString("  unit, not replaced), and `/etc/kubeadm.yml` (it holds the bootstrap token) is removed after kubeadm\n")
+	b.WriteString("  succeeded, as upstream moves it away.\n")
 	return b.String()
 }

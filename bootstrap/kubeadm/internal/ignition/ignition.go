@@ -41,6 +41,7 @@ const (
 
 	timesyncdDropin = "/etc/systemd/timesyncd.conf.d/10-cluster-api.conf"
 	timesyncdUnit   = "systemd-timesyncd.service"
+	kubeletUnit     = "kubelet.service"
 )
 
 // Render returns the Ignition JSON for p.
@@ -140,6 +141,9 @@ func Build(p *plan.Plan) (*types.Config, error) {
 	}
 	cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{
 		Name: UnitName, Enabled: ptr.To(true), Contents: ptr.To(kubeadmUnit(mountPoints)),
+	}, types.Unit{
+		// kubeadm configures the kubelet and expects it to run from then on.
+		Name: kubeletUnit, Enabled: ptr.To(true),
 	})
 
 	return mergeAdditional(cfg, p)
@@ -154,6 +158,8 @@ func script(p *plan.Plan) string {
 	b.WriteString(p.KubeadmCommand(ConfigPath) + "\n")
 	b.WriteString("mkdir -p " + plan.SentinelDir + " && " + plan.SentinelCommand() + "\n")
 	b.WriteString("touch " + DoneMarker + "\n")
+	// The configuration holds the bootstrap token; upstream moves it away too.
+	b.WriteString("rm -f " + ConfigPath + "\n")
 	for _, c := range p.PostKubeadmCommands {
 		b.WriteString(c + "\n")
 	}
@@ -163,7 +169,8 @@ func script(p *plan.Plan) string {
 func kubeadmUnit(mountPoints []string) string {
 	var b strings.Builder
 	b.WriteString("[Unit]\nDescription=Bootstrap this node with kubeadm (Cluster API)\n")
-	b.WriteString("Wants=network-online.target\nAfter=network-online.target\n")
+	// kubeadm needs the container runtime; ordering only, as Flatcar starts it on demand.
+	b.WriteString("Wants=network-online.target\nAfter=network-online.target containerd.service\n")
 	b.WriteString("ConditionPathExists=!" + DoneMarker + "\n")
 	for _, m := range mountPoints {
 		b.WriteString("RequiresMountsFor=" + m + "\n")
@@ -226,6 +233,7 @@ func fileFor(f plan.File) (types.File, error) {
 }
 
 func addUsers(cfg *types.Config, p *plan.Plan) error {
+	sudoers := map[string]bool{}
 	for i, u := range p.Users {
 		if u.Inactive != nil && *u.Inactive {
 			return fmt.Errorf("spec.users[%d].inactive: Ignition cannot create inactive users", i)
@@ -257,14 +265,33 @@ func addUsers(cfg *types.Config, p *plan.Plan) error {
 		}
 		cfg.Passwd.Users = append(cfg.Passwd.Users, pu)
 		if u.Sudo != "" {
-			cfg.Storage.Files = append(cfg.Storage.Files, inlineFile("/etc/sudoers.d/"+u.Name, 0o440, u.Name+" "+u.Sudo+"\n"))
+			cfg.Storage.Files = append(cfg.Storage.Files, inlineFile("/etc/sudoers.d/"+sudoersFile(u.Name, sudoers), 0o440, u.Name+" "+u.Sudo+"\n"))
 		}
 	}
 	return nil
 }
 
+// sudoersFile names a user's sudoers drop-in so that sudo reads it: sudo
+// skips files in sudoers.d whose names contain "." or end in "~" (sudoers(5)),
+// which user names like "jane.doe" would. Names stay unique in taken.
+func sudoersFile(user string, taken map[string]bool) string {
+	name := strings.ReplaceAll(user, ".", "_")
+	if strings.HasSuffix(name, "~") {
+		name = strings.TrimRight(name, "~") + "_"
+	}
+	for candidate, i := name, 2; ; i++ {
+		if !taken[candidate] {
+			taken[candidate] = true
+			return candidate
+		}
+		candidate = fmt.Sprintf("%s_%d", name, i)
+	}
+}
+
 func addNTP(cfg *types.Config, p *plan.Plan) {
-	if p.NTP == nil {
+	// ntp.enabled: false means no time sync configuration at all, as cloud-init
+	// skips its ntp module then; the image's own time sync stays as it is.
+	if p.NTP == nil || (p.NTP.Enabled != nil && !*p.NTP.Enabled) {
 		return
 	}
 	if len(p.NTP.Servers) > 0 {

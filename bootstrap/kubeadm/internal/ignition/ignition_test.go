@@ -1,6 +1,7 @@
 package ignition_test
 
 import (
+	"path"
 	"strings"
 	"testing"
 
@@ -50,7 +51,7 @@ func TestScriptRunsCommandsAroundKubeadm(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, script := fileContent(t, c, ignition.ScriptPath)
-	order := []string{"set -e", "swapoff -a", "kubeadm join --config /etc/kubeadm.yml --v 5", "bootstrap-success.complete", "touch /etc/kubeadm.done", "echo done > /tmp/post"}
+	order := []string{"set -e", "swapoff -a", "kubeadm join --config /etc/kubeadm.yml --v 5", "bootstrap-success.complete", "touch /etc/kubeadm.done", "rm -f /etc/kubeadm.yml", "echo done > /tmp/post"}
 	last := -1
 	for _, s := range order {
 		i := strings.Index(script, s)
@@ -60,12 +61,19 @@ func TestScriptRunsCommandsAroundKubeadm(t *testing.T) {
 		last = i
 	}
 	var unit string
+	kubeletEnabled := false
 	for _, u := range c.Systemd.Units {
 		if u.Name == ignition.UnitName {
 			unit = *u.Contents
 		}
+		if u.Name == "kubelet.service" && u.Enabled != nil && *u.Enabled && u.Contents == nil {
+			kubeletEnabled = true
+		}
 	}
-	for _, want := range []string{"Type=oneshot", "ConditionPathExists=!/etc/kubeadm.done", "RequiresMountsFor=/var/lib/etcddisk", "WantedBy=multi-user.target"} {
+	if !kubeletEnabled {
+		t.Errorf("kubelet.service is not enabled (without replacing the image's unit): %+v", c.Systemd.Units)
+	}
+	for _, want := range []string{"Type=oneshot", "ConditionPathExists=!/etc/kubeadm.done", "RequiresMountsFor=/var/lib/etcddisk", "WantedBy=multi-user.target", "After=network-online.target containerd.service"} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("kubeadm unit lacks %q:\n%s", want, unit)
 		}
@@ -158,6 +166,63 @@ func TestRefusesWhatIgnitionCannotExpress(t *testing.T) {
 		mutate(s)
 		if _, err := build(t, s, plan.ActionJoin); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: want an error naming the field, got %v", name, err)
+		}
+	}
+}
+
+// sudo skips sudoers.d files whose names contain "." or end in "~"
+// (sudoers(5), #includedir); every user's drop-in must be one sudo reads,
+// one per user, and still grant that user.
+func TestSudoersDropInsAreReadBySudo(t *testing.T) {
+	names := []string{"ops", "jane.doe", "jane_doe", "backup~", "a.b.c", "x~~", "jane_doe_2"}
+	spec := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
+	for _, n := range names {
+		spec.Users = append(spec.Users, upstreambootstrapv1.User{Name: n, Sudo: "ALL=(ALL) NOPASSWD:ALL"})
+	}
+	c, err := build(t, spec, plan.ActionJoin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := map[string]bool{}
+	for _, f := range c.Storage.Files {
+		dir, file := path.Split(f.Path)
+		if dir != "/etc/sudoers.d/" {
+			continue
+		}
+		if strings.Contains(file, ".") || strings.HasSuffix(file, "~") {
+			t.Errorf("sudo skips %s", f.Path)
+		}
+		_, content := fileContent(t, c, f.Path)
+		user, _, _ := strings.Cut(content, " ")
+		if granted[user] {
+			t.Errorf("user %s has two drop-ins", user)
+		}
+		granted[user] = true
+	}
+	for _, n := range names {
+		if !granted[n] {
+			t.Errorf("no sudoers drop-in grants %s", n)
+		}
+	}
+}
+
+// ntp.enabled: false is cloud-init skipping its ntp module: no time sync
+// configuration at all, not a disabled time sync service.
+func TestNTPDisabledConfiguresNothing(t *testing.T) {
+	spec := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
+	spec.NTP = upstreambootstrapv1.NTP{Enabled: ptr.To(false), Servers: []string{"time.example.com"}}
+	c, err := build(t, spec, plan.ActionJoin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.Storage.Files {
+		if strings.Contains(f.Path, "timesyncd") {
+			t.Errorf("time sync configured: %s", f.Path)
+		}
+	}
+	for _, u := range c.Systemd.Units {
+		if strings.Contains(u.Name, "timesyncd") {
+			t.Errorf("time sync unit touched: %+v", u)
 		}
 	}
 }
