@@ -51,6 +51,8 @@ func Markdown() string {
 	b.WriteString("\n## What the Ignition output does that cloud-init would\n\n")
 	b.WriteString("- `users[].sudo`: one `/etc/sudoers.d/` drop-in per user, named so that sudo reads it (sudo skips\n")
 	b.WriteString("  names with `.` or ending in `~`, so `jane.doe` gets `jane_doe`; names stay unique).\n")
+	b.WriteString("- `users[].passwd`: set only when `lockPassword` is `false`, because cloud-init locks passwords unless\n")
+	b.WriteString("  told not to (`lock_passwd` defaults to true): both formats allow password logins for the same specs.\n")
 	b.WriteString("- `ntp.enabled: false`: no time sync configuration at all, as cloud-init skips its ntp module; the\n")
 	b.WriteString("  image's own time sync is left as it is.\n")
 	b.WriteString("- `kubeadm.service` is ordered after `containerd.service`, `kubelet.service` is enabled (the image's\n")

@@ -251,8 +251,10 @@ func addUsers(cfg *types.Config, p *plan.Plan) error {
 		if u.PrimaryGroup != "" {
 			pu.PrimaryGroup = ptr.To(u.PrimaryGroup)
 		}
-		// A locked password is one Ignition never sets.
-		if u.Passwd != "" && !ptr.Deref(u.LockPassword, false) {
+		// cloud-init locks a user's password unless lockPassword is false
+		// (lock_passwd defaults to true); Ignition sets none in that case, so
+		// both formats allow password logins for the same specs only.
+		if u.Passwd != "" && u.LockPassword != nil && !*u.LockPassword {
 			pu.PasswordHash = ptr.To(u.Passwd)
 		}
 		for _, g := range strings.Split(u.Groups, ",") {

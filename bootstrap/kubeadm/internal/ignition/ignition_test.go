@@ -226,3 +226,21 @@ func TestNTPDisabledConfiguresNothing(t *testing.T) {
 		}
 	}
 }
+
+// A password is usable in the Ignition output exactly when cloud-init would
+// leave it unlocked for the same spec: cloud-init's lock_passwd defaults to
+// true, so only lockPassword: false unlocks it.
+func TestPasswordLockingAsCloudInit(t *testing.T) {
+	for _, lock := range []*bool{nil, ptr.To(true), ptr.To(false)} {
+		spec := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
+		spec.Users = []upstreambootstrapv1.User{{Name: "ops", Passwd: "$6$salt$hash", LockPassword: lock}}
+		c, err := build(t, spec, plan.ActionJoin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cloudInitUnlocked := lock != nil && !*lock // cloud-init: lock_passwd default true
+		if got := c.Passwd.Users[0].PasswordHash != nil; got != cloudInitUnlocked {
+			t.Errorf("lockPassword %v: Ignition sets a password hash: %v, cloud-init leaves the password usable: %v", ptr.Deref(lock, false), got, cloudInitUnlocked)
+		}
+	}
+}
