@@ -197,3 +197,30 @@ func TestFormatsDocIsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// A user file where the discovery kubeconfig is written is refused in every
+// format that carries files, naming both fields; another path is fine.
+func TestUserFileAtTheDiscoveryKubeconfigPath(t *testing.T) {
+	for _, format := range []bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition} {
+		for _, tc := range []struct {
+			file   string
+			refuse bool
+		}{{"/etc/kubernetes/discovery.conf", true}, {"/etc/kubernetes//discovery.conf", true}, {"/etc/kubernetes/other.conf", false}} {
+			spec := joinSpec(format)
+			spec.JoinConfiguration.Discovery = upstreambootstrapv1.Discovery{File: upstreambootstrapv1.FileDiscovery{
+				KubeConfigPath: "/etc/kubernetes/discovery.conf",
+				KubeConfig:     upstreambootstrapv1.FileDiscoveryKubeConfig{Cluster: upstreambootstrapv1.KubeConfigCluster{Server: "https://10.0.0.1:6443"}},
+			}}
+			spec.Files = []upstreambootstrapv1.File{{Path: tc.file, Content: "user's"}}
+			errs := Validate(spec, gates(t, true, true), field.NewPath("spec"))
+			msg := ""
+			if agg := errs.ToAggregate(); agg != nil {
+				msg = agg.Error()
+			}
+			refused := strings.Contains(msg, "spec.files[0].path") && strings.Contains(msg, "discovery.file.kubeConfigPath")
+			if refused != tc.refuse {
+				t.Errorf("%s, file %s: refused %v, want %v: %s", format, tc.file, refused, tc.refuse, msg)
+			}
+		}
+	}
+}

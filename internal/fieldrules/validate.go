@@ -2,6 +2,7 @@ package fieldrules
 
 import (
 	"fmt"
+	"path"
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -38,6 +39,7 @@ func FormatDisabled(format bootstrapv1.Format, gates featuregate.FeatureGate) st
 // spec.template.spec for templates) and returns every problem at once.
 func Validate(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate, base *field.Path) field.ErrorList {
 	errs := validateCommon(spec, base)
+	errs = append(errs, validateDiscoveryFilePath(spec, base)...)
 
 	format := spec.EffectiveFormat()
 	if msg := FormatDisabled(format, gates); msg != "" {
@@ -72,6 +74,25 @@ func validateCommon(spec *bootstrapv1.KubeadmConfigSpec, base *field.Path) field
 		// Format and Ignition stay empty: this package owns the format rules.
 	}
 	return redact(upstreamadmission.Validate(&common, false, base))
+}
+
+// validateDiscoveryFilePath refuses a user file at the path where the
+// discovery kubeconfig (discovery.file.kubeConfig) is written: two writers of
+// one path would leave the machine with whichever ran last, silently.
+func validateDiscoveryFilePath(spec *bootstrapv1.KubeadmConfigSpec, base *field.Path) field.ErrorList {
+	d := &spec.JoinConfiguration.Discovery.File
+	if !d.KubeConfig.IsDefined() || d.KubeConfigPath == "" {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, f := range spec.Files {
+		if path.Clean(f.Path) == path.Clean(d.KubeConfigPath) {
+			errs = append(errs, field.Invalid(base.Child("files").Index(i).Child("path"), f.Path,
+				"the discovery kubeconfig (spec.joinConfiguration.discovery.file.kubeConfig) is written to this path "+
+					"(spec.joinConfiguration.discovery.file.kubeConfigPath); use another path for one of them"))
+		}
+	}
+	return errs
 }
 
 // redact drops structured bad values (a whole file, user or kubeconfig user)

@@ -48,9 +48,24 @@ func (w *workloadCluster) create(objects ...client.Object) {
 }
 
 // controlPlaneMachine adds a control-plane Machine of the given format.
-func (w *workloadCluster) controlPlaneMachine(name string, format bootstrapv1.Format) {
+func (w *workloadCluster) controlPlaneMachine(name string, format bootstrapv1.Format, mutate ...func(*bootstrapv1.KubeadmConfigSpec)) {
 	w.t.Helper()
-	w.create(w.ControlPlaneMachine(name, format)...)
+	w.create(w.ControlPlaneMachine(name, format, mutate...)...)
+}
+
+// onHost runs a command on a Machine's host (the SimulatedMachine of that
+// name) and returns its output.
+func (w *workloadCluster) onHost(machine string, args ...string) string {
+	w.t.Helper()
+	h := st.Lab.Host(w.Namespace + "/" + machine)
+	if h == nil {
+		w.t.Fatalf("no host for machine %s", machine)
+	}
+	out, err := h.Exec(args...)
+	if err != nil {
+		w.t.Fatalf("on %s: %s: %v\n%s", machine, strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 // machineDeployment adds a MachineDeployment of workers of the given format.

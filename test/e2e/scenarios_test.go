@@ -7,7 +7,10 @@ import (
 	"time"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -18,11 +21,26 @@ import (
 // workers; cloud-init runs each machine's data, kubeadm inits and joins.
 func TestCloudConfigCluster(t *testing.T) {
 	w := newWorkloadCluster(t, "cloud-config")
-	w.controlPlaneMachine("cloud-config-cp-0", bootstrapv1.CloudConfig)
+	w.controlPlaneMachine("cloud-config-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
+		s.Users = []upstreambootstrapv1.User{{Name: "retired", Inactive: ptr.To(true)}, {Name: "ops", Passwd: "$6$rounds=4096$salt$hash"}}
+	})
 	w.machineDeployment("cloud-config-md", bootstrapv1.CloudConfig, 2, 0)
 	machines := w.waitForMachines(3, 5*time.Minute)
 	w.expectNodes(machines)
 	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init"})
+	// What cloud-init made of the users (shadow(5): field 2 the password,
+	// "!" first when locked; field 8 the account's expiry in days).
+	for _, tc := range []struct{ user, field, want string }{
+		{"retired", "8", "1"}, // inactive: expired, no login at all
+		{"ops", "2", "!"},     // lockPassword unset: cloud-init locks the password
+	} {
+		entry := strings.TrimSpace(w.onHost("cloud-config-cp-0", "getent", "shadow", tc.user))
+		fields := strings.Split(entry, ":")
+		i := map[string]int{"2": 1, "8": 7}[tc.field]
+		if len(fields) < 8 || !strings.HasPrefix(fields[i], tc.want) {
+			t.Errorf("user %s: shadow field %s is %q, want %q...", tc.user, tc.field, fields[min(i, len(fields)-1)], tc.want)
+		}
+	}
 	w.expectNothingLeftBehind(3)
 }
 
@@ -40,11 +58,29 @@ func TestIgnitionCluster(t *testing.T) {
 		t.Logf("denied: %v", err)
 	})
 	w := newWorkloadCluster(t, "ignition")
-	w.controlPlaneMachine("ignition-cp-0", bootstrapv1.Ignition)
+	w.controlPlaneMachine("ignition-cp-0", bootstrapv1.Ignition, func(s *bootstrapv1.KubeadmConfigSpec) {
+		s.Users = []upstreambootstrapv1.User{{Name: "jane.doe", Sudo: "ALL=(ALL) NOPASSWD:ALL"}}
+	})
 	w.machineDeployment("ignition-md", bootstrapv1.Ignition, 2, 0)
 	machines := w.waitForMachines(3, 5*time.Minute)
 	w.expectNodes(machines)
 	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Ignition: "ignition"})
+	// Ignition created the user and a sudoers drop-in sudo reads (no "." in
+	// its name); kubeadm's configuration, which holds the token, is gone.
+	if out := w.onHost("ignition-cp-0", "id", "jane.doe"); !strings.Contains(out, "jane.doe") {
+		t.Errorf("user jane.doe: %s", out)
+	}
+	for _, f := range strings.Fields(w.onHost("ignition-cp-0", "ls", "/etc/sudoers.d")) {
+		if strings.Contains(f, ".") || strings.HasSuffix(f, "~") {
+			t.Errorf("sudo skips /etc/sudoers.d/%s", f)
+		}
+	}
+	if out := w.onHost("ignition-cp-0", "cat", "/etc/sudoers.d/jane_doe"); !strings.HasPrefix(out, "jane.doe ALL=") {
+		t.Errorf("sudoers drop-in: %q", out)
+	}
+	if out := w.onHost("ignition-cp-0", "sh", "-c", "test -e /etc/kubeadm.yml && echo present || echo absent"); strings.TrimSpace(out) != "absent" {
+		t.Errorf("/etc/kubeadm.yml (the bootstrap token) is %s after kubeadm succeeded", out)
+	}
 }
 
 // TestRawClusterScales: the raw agent runs every machine's data; the

@@ -53,23 +53,23 @@ func (c Cluster) Base() []client.Object {
 }
 
 // ControlPlaneMachine returns a control-plane Machine with its KubeadmConfig
-// of the given format and its SimulatedMachine; the first one inits, later
-// ones join the control plane.
-func (c Cluster) ControlPlaneMachine(name string, format bootstrapv1.Format) []client.Object {
+// of the given format (changed by the mutate functions) and its
+// SimulatedMachine; the first one inits, later ones join the control plane.
+func (c Cluster) ControlPlaneMachine(name string, format bootstrapv1.Format, mutate ...func(*bootstrapv1.KubeadmConfigSpec)) []client.Object {
 	m := &clusterv1.Machine{ObjectMeta: c.meta(name), Spec: c.machineSpec(
 		ref(bootstrapv1.GroupVersion.Group, "KubeadmConfig", name),
 		ref(infrav1.GroupVersion.Group, "SimulatedMachine", name),
 	)}
 	m.Labels[clusterv1.MachineControlPlaneLabel] = ""
-	return []client.Object{
-		&bootstrapv1.KubeadmConfig{ObjectMeta: c.meta(name), Spec: bootstrapv1.KubeadmConfigSpec{
-			Format:            format,
-			InitConfiguration: upstreambootstrapv1.InitConfiguration{NodeRegistration: NoRuntime()},
-			JoinConfiguration: upstreambootstrapv1.JoinConfiguration{NodeRegistration: NoRuntime(), ControlPlane: &upstreambootstrapv1.JoinControlPlane{}},
-		}},
-		&infrav1.SimulatedMachine{ObjectMeta: c.meta(name)},
-		m,
+	cfg := &bootstrapv1.KubeadmConfig{ObjectMeta: c.meta(name), Spec: bootstrapv1.KubeadmConfigSpec{
+		Format:            format,
+		InitConfiguration: upstreambootstrapv1.InitConfiguration{NodeRegistration: NoRuntime()},
+		JoinConfiguration: upstreambootstrapv1.JoinConfiguration{NodeRegistration: NoRuntime(), ControlPlane: &upstreambootstrapv1.JoinControlPlane{}},
+	}}
+	for _, f := range mutate {
+		f(&cfg.Spec)
 	}
+	return []client.Object{cfg, &infrav1.SimulatedMachine{ObjectMeta: c.meta(name)}, m}
 }
 
 func (c Cluster) machineSpec(bootstrap, infra clusterv1.ContractVersionedObjectReference) clusterv1.MachineSpec {

@@ -45,6 +45,10 @@ type WriteFile struct {
 	Content     string `json:"content" yaml:"content"`
 }
 
+// ExpiredAccountDate is the expiry date of inactive users: day 1 of the epoch
+// (day 0 reads as "never" to some tools, see shadow(5)).
+const ExpiredAccountDate = "1970-01-02"
+
 // User is a users entry.
 type User struct {
 	Name              string   `json:"name" yaml:"name"`
@@ -52,7 +56,7 @@ type User struct {
 	Gecos             string   `json:"gecos,omitempty" yaml:"gecos,omitempty"`
 	Groups            string   `json:"groups,omitempty" yaml:"groups,omitempty"`
 	HomeDir           string   `json:"homedir,omitempty" yaml:"homedir,omitempty"`
-	Inactive          string   `json:"inactive,omitempty" yaml:"inactive,omitempty"`
+	ExpireDate        string   `json:"expiredate,omitempty" yaml:"expiredate,omitempty"`
 	LockPasswd        *bool    `json:"lock_passwd,omitempty" yaml:"lock_passwd,omitempty"`
 	Shell             string   `json:"shell,omitempty" yaml:"shell,omitempty"`
 	PrimaryGroup      string   `json:"primary_group,omitempty" yaml:"primary_group,omitempty"`
@@ -131,8 +135,12 @@ func Build(p *plan.Plan) (*Config, error) {
 			SSHAuthorizedKeys: u.SSHAuthorizedKeys,
 		}
 		if u.Inactive != nil && *u.Inactive {
-			// cloud-init takes the days until the account expires; 0 disables it now.
-			cu.Inactive = "0"
+			// An inactive user is an expired account: cloud-init passes
+			// expiredate to useradd --expiredate, and a date in the past
+			// refuses every login. (cloud-init's own `inactive` is useradd
+			// --inactive, days of grace after the password expires: it
+			// disables nothing while the password is valid.)
+			cu.ExpireDate = ExpiredAccountDate
 		}
 		c.Users = append(c.Users, cu)
 	}

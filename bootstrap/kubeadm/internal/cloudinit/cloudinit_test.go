@@ -84,7 +84,7 @@ func TestDiskSetupAndUsers(t *testing.T) {
 	if c.FSSetup[0].Partition != 2 {
 		t.Errorf("partition number not numeric: %#v", c.FSSetup[0].Partition)
 	}
-	if c.Users[0].Inactive != "0" {
+	if c.Users[0].ExpireDate != cloudinit.ExpiredAccountDate {
 		t.Errorf("inactive user not expired: %+v", c.Users[0])
 	}
 }

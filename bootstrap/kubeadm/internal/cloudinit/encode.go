@@ -41,7 +41,7 @@ func encode(b []byte, c *Config) ([]byte, error) {
 			b = optionalString(b, "gecos", u.Gecos, 2)
 			b = optionalString(b, "groups", u.Groups, 2)
 			b = optionalString(b, "homedir", u.HomeDir, 2)
-			b = optionalString(b, "inactive", u.Inactive, 2)
+			b = optionalString(b, "expiredate", u.ExpireDate, 2)
 			if u.LockPasswd != nil {
 				b = append(b, "  lock_passwd:"...)
 				b = yaml11.AppendBool(b, *u.LockPasswd)

@@ -396,3 +396,13 @@ func (h *Host) Stop() {
 
 // Done is closed when the host's process tree is gone.
 func (h *Host) Done() <-chan struct{} { return h.done }
+
+// Exec runs a command inside the host (its mount, UTS, network, IPC and PID
+// namespaces), as logging in to the machine would, and returns its output.
+func (h *Host) Exec(args ...string) ([]byte, error) {
+	if h.cmd == nil || h.cmd.Process == nil {
+		return nil, fmt.Errorf("host %s is not running", h.Name)
+	}
+	nsenter := append([]string{"-t", fmt.Sprint(h.cmd.Process.Pid), "-m", "-u", "-n", "-i", "-p", "--"}, args...)
+	return exec.Command("nsenter", nsenter...).CombinedOutput()
+}
