@@ -12,6 +12,8 @@ import (
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	"github.com/coreos/vcontext/report"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlerrors"
 )
 
 const (
@@ -24,8 +26,14 @@ const (
 // Translate translates a Butane document (variant flatcar) to an
 // Ignition config. variant and version may be omitted; other variants or
 // versions are refused because their output would not merge into ours. With
-// strict, any warning is an error. Errors are Butane's own messages.
+// strict, any warning is an error. Errors are Butane's own messages, without
+// the values the YAML decoder quotes (see internal/yamlerrors).
 func Translate(doc string, strict bool) (types.Config, error) {
+	cfg, err := translate(doc, strict)
+	return cfg, yamlerrors.RedactError(err)
+}
+
+func translate(doc string, strict bool) (types.Config, error) {
 	var header struct {
 		Variant string `json:"variant"`
 		Version string `json:"version"`
@@ -37,8 +45,7 @@ func Translate(doc string, strict bool) (types.Config, error) {
 	case header.Variant == "" && header.Version == "":
 		doc = "variant: " + Variant + "\nversion: " + Version + "\n" + doc
 	case header.Variant != Variant || header.Version != Version:
-		return types.Config{}, fmt.Errorf("variant %q version %q is not supported: use variant %q version %q (or omit both)",
-			header.Variant, header.Version, Variant, Version)
+		return types.Config{}, fmt.Errorf("only variant %s version %s is supported (or omit both)", Variant, Version)
 	}
 	out, r, err := flatcarbutane.ToIgn3_4Bytes([]byte(doc), butanecommon.TranslateBytesOptions{})
 	if err != nil {

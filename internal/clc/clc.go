@@ -15,6 +15,8 @@ import (
 	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	clct "github.com/flatcar/container-linux-config-transpiler/config"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlerrors"
 )
 
 // rootFilesystem is the name Ignition 2 gives the root filesystem; files in a
@@ -22,8 +24,14 @@ import (
 const rootFilesystem = "root"
 
 // Translate converts a CLC document to Ignition 3.4. With strict, any parse
-// or conversion warning is an error, as upstream does.
+// or conversion warning is an error, as upstream does. Errors never quote the
+// document's values (see internal/yamlerrors).
 func Translate(doc string, strict bool) (types.Config, error) {
+	cfg, err := translate(doc, strict)
+	return cfg, yamlerrors.RedactError(err)
+}
+
+func translate(doc string, strict bool) (types.Config, error) {
 	cfg, ast, parseReport := clct.Parse([]byte(doc))
 	if parseReport.IsFatal() || (strict && len(parseReport.Entries) > 0) {
 		return types.Config{}, fmt.Errorf("not a valid Container Linux Config: %s", parseReport.String())

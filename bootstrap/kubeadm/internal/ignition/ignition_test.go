@@ -133,7 +133,7 @@ func TestButaneErrors(t *testing.T) {
 		want   string
 	}{
 		"not yaml":      {doc: "storage: [", want: "not valid YAML"},
-		"wrong variant": {doc: "variant: fcos\nversion: 1.5.0\n", want: `variant "fcos"`},
+		"wrong variant": {doc: "variant: fcos\nversion: 1.5.0\n", want: "only variant flatcar version 1.1.0"},
 		"unknown key":   {doc: "storage:\n  filez: []\n", strict: true, want: "strict mode"},
 		"invalid":       {doc: "storage:\n  files:\n  - path: relative\n", want: "absolute"},
 	} {

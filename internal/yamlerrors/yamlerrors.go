@@ -1,0 +1,34 @@
+// Package yamlerrors takes user content out of YAML decoders' and config
+// translators' messages.
+// go-yaml quotes the scalar it failed on ("cannot unmarshal !!str `hunter2`
+// into int"); in a Butane or Container Linux Config that scalar can be a
+// password hash, a key or a file's content, and the message ends up in an
+// admission denial or a condition.
+package yamlerrors
+
+import (
+	"errors"
+	"regexp"
+)
+
+// quoted matches go-yaml's backquoted values (it shortens long ones with
+// "...") and the double-quoted ones of the translators' validation reports
+// (file paths, filesystem and unit names); line and column stay.
+var quoted = regexp.MustCompile("`[^`]*`|\"[^\"]*\"")
+
+// Redacted is what replaces a quoted value.
+const Redacted = "(value redacted)"
+
+// Redact returns msg without the values go-yaml quoted in it.
+func Redact(msg string) string {
+	return quoted.ReplaceAllString(msg, Redacted)
+}
+
+// RedactError returns err with its message redacted; nil stays nil. The
+// original error is not wrapped: unwrapping must not give the value back.
+func RedactError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.New(Redact(err.Error()))
+}
