@@ -5,6 +5,7 @@ package butane
 
 import (
 	"fmt"
+	"strings"
 
 	butanecommon "github.com/coreos/butane/config/common"
 	flatcarbutane "github.com/coreos/butane/config/flatcar/v1_1"
@@ -26,42 +27,53 @@ const (
 // Translate translates a Butane document (variant flatcar) to an
 // Ignition config. variant and version may be omitted; other variants or
 // versions are refused because their output would not merge into ours. With
-// strict, any warning is an error. Errors are Butane's own messages, without
-// the values the YAML decoder quotes (see internal/yamlerrors).
-func Translate(doc string, strict bool) (types.Config, error) {
-	cfg, err := translate(doc, strict)
-	return cfg, yamlerrors.RedactError(err)
+// strict, any warning is an error; otherwise the warnings are returned.
+// Errors and warnings are Butane's own messages, without the values they
+// quote (see internal/yamlerrors).
+func Translate(doc string, strict bool) (types.Config, []string, error) {
+	cfg, warnings, err := translate(doc, strict)
+	return cfg, warnings, yamlerrors.RedactError(err)
 }
 
-func translate(doc string, strict bool) (types.Config, error) {
+func translate(doc string, strict bool) (types.Config, []string, error) {
 	var header struct {
 		Variant string `json:"variant"`
 		Version string `json:"version"`
 	}
 	if err := yaml.Unmarshal([]byte(doc), &header); err != nil {
-		return types.Config{}, fmt.Errorf("not valid YAML: %w", err)
+		return types.Config{}, nil, fmt.Errorf("not valid YAML: %w", err)
 	}
 	switch {
 	case header.Variant == "" && header.Version == "":
 		doc = "variant: " + Variant + "\nversion: " + Version + "\n" + doc
 	case header.Variant != Variant || header.Version != Version:
-		return types.Config{}, fmt.Errorf("only variant %s version %s is supported (or omit both)", Variant, Version)
+		return types.Config{}, nil, fmt.Errorf("only variant %s version %s is supported (or omit both)", Variant, Version)
 	}
 	out, r, err := flatcarbutane.ToIgn3_4Bytes([]byte(doc), butanecommon.TranslateBytesOptions{})
 	if err != nil {
 		if len(r.Entries) > 0 {
-			return types.Config{}, fmt.Errorf("%v: %s", err, trimReport(r))
+			return types.Config{}, nil, fmt.Errorf("%v: %s", err, trimReport(r))
 		}
-		return types.Config{}, err
+		return types.Config{}, nil, err
 	}
 	if strict && len(r.Entries) > 0 {
-		return types.Config{}, fmt.Errorf("strict mode: %s", trimReport(r))
+		return types.Config{}, nil, fmt.Errorf("strict mode: %s", trimReport(r))
 	}
 	cfg, pr, err := ignconfig.Parse(out)
 	if err != nil {
-		return types.Config{}, fmt.Errorf("translated config is invalid: %v: %s", err, trimReport(pr))
+		return types.Config{}, nil, fmt.Errorf("translated config is invalid: %v: %s", err, trimReport(pr))
 	}
-	return cfg, nil
+	return cfg, Warnings(r), nil
+}
+
+// Warnings are a report's entries as redacted lines: what a translation
+// that succeeded still warned about (a decimal file mode, say).
+func Warnings(r report.Report) []string {
+	var out []string
+	for _, e := range r.Entries {
+		out = append(out, yamlerrors.Redact(strings.TrimSpace(e.String())))
+	}
+	return out
 }
 
 func trimReport(r report.Report) string {

@@ -9,6 +9,7 @@ package clc
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/coreos/ign-converter/translate/v23tov30"
 	ignv2 "github.com/coreos/ignition/config/v2_3"
@@ -24,45 +25,51 @@ import (
 const rootFilesystem = "root"
 
 // Translate converts a CLC document to Ignition 3.4. With strict, any parse
-// or conversion warning is an error, as upstream does. Errors never quote the
-// document's values (see internal/yamlerrors).
-func Translate(doc string, strict bool) (types.Config, error) {
-	cfg, err := translate(doc, strict)
-	return cfg, yamlerrors.RedactError(err)
+// or conversion warning is an error, as upstream does; otherwise warnings are
+// returned. Neither quotes the document's values (see internal/yamlerrors).
+func Translate(doc string, strict bool) (types.Config, []string, error) {
+	cfg, warnings, err := translate(doc, strict)
+	return cfg, warnings, yamlerrors.RedactError(err)
 }
 
-func translate(doc string, strict bool) (types.Config, error) {
+func translate(doc string, strict bool) (types.Config, []string, error) {
 	cfg, ast, parseReport := clct.Parse([]byte(doc))
 	if parseReport.IsFatal() || (strict && len(parseReport.Entries) > 0) {
-		return types.Config{}, fmt.Errorf("not a valid Container Linux Config: %s", parseReport.String())
+		return types.Config{}, nil, fmt.Errorf("not a valid Container Linux Config: %s", parseReport.String())
 	}
 	ign2, convertReport := clct.Convert(cfg, "", ast)
 	if convertReport.IsFatal() || (strict && len(convertReport.Entries) > 0) {
-		return types.Config{}, fmt.Errorf("converting to Ignition failed: %s", convertReport.String())
+		return types.Config{}, nil, fmt.Errorf("converting to Ignition failed: %s", convertReport.String())
 	}
 
 	// The transpiler emits Flatcar's fork of the 2.3 types; re-read the same
 	// JSON with the 2.3 types the converter takes.
 	raw2, err := json.Marshal(ign2)
 	if err != nil {
-		return types.Config{}, err
+		return types.Config{}, nil, err
 	}
 	old, report2, err := ignv2.Parse(raw2)
 	if err != nil {
-		return types.Config{}, fmt.Errorf("the Ignition 2.3 config does not parse: %v: %s", err, report2.String())
+		return types.Config{}, nil, fmt.Errorf("the Ignition 2.3 config does not parse: %v: %s", err, report2.String())
 	}
 	fsMap := map[string]string{rootFilesystem: "/"}
 	ign3, err := v23tov30.Translate(old, fsMap)
 	if err != nil {
-		return types.Config{}, fmt.Errorf("cannot express as Ignition 3 (files must be on the root filesystem): %w", err)
+		return types.Config{}, nil, fmt.Errorf("cannot express as Ignition 3 (files must be on the root filesystem): %w", err)
 	}
 	raw3, err := json.Marshal(ign3)
 	if err != nil {
-		return types.Config{}, err
+		return types.Config{}, nil, err
 	}
 	out, report3, err := ignconfig.ParseCompatibleVersion(raw3)
 	if err != nil {
-		return types.Config{}, fmt.Errorf("the Ignition 3 config does not parse: %v: %s", err, report3.String())
+		return types.Config{}, nil, fmt.Errorf("the Ignition 3 config does not parse: %v: %s", err, report3.String())
 	}
-	return out, nil
+	var warnings []string
+	for _, r := range []string{parseReport.String(), convertReport.String()} {
+		if r = strings.TrimSpace(r); r != "" {
+			warnings = append(warnings, yamlerrors.Redact(r))
+		}
+	}
+	return out, warnings, nil
 }

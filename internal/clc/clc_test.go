@@ -6,7 +6,7 @@ import (
 )
 
 func TestTranslate(t *testing.T) {
-	cfg, err := Translate("storage:\n  files:\n  - path: /etc/x\n    filesystem: root\n    mode: 0600\n    contents:\n      inline: hi\npasswd:\n  users:\n  - name: core\n    ssh_authorized_keys: [\"ssh-ed25519 AAAA\"]\n", true)
+	cfg, _, err := Translate("storage:\n  files:\n  - path: /etc/x\n    filesystem: root\n    mode: 0600\n    contents:\n      inline: hi\npasswd:\n  users:\n  - name: core\n    ssh_authorized_keys: [\"ssh-ed25519 AAAA\"]\n", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,13 +29,13 @@ func TestTranslateErrors(t *testing.T) {
 		"other filesystem": {doc: "storage:\n  filesystems:\n  - name: data\n    mount:\n      device: /dev/sdb\n      format: ext4\n  files:\n  - path: /x\n    filesystem: data\n    mode: 0644\n", want: "root filesystem"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := Translate(tc.doc, tc.strict)
+			_, _, err := Translate(tc.doc, tc.strict)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want %q, got %v", tc.want, err)
 			}
 		})
 	}
-	if _, err := Translate("storage:\n  files:\n  - path: /etc/x\n    filesystem: root\n    contents:\n      inline: hi\n", false); err != nil {
+	if _, _, err := Translate("storage:\n  files:\n  - path: /etc/x\n    filesystem: root\n    contents:\n      inline: hi\n", false); err != nil {
 		t.Fatalf("warnings must pass without strict: %v", err)
 	}
 }

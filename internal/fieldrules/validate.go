@@ -111,6 +111,33 @@ func redact(errs field.ErrorList) field.ErrorList {
 	return errs
 }
 
+// Warnings are what admission reports without refusing: the translators'
+// warnings on a non-strict Butane or Container Linux Config (a decimal file
+// mode, say, which means something else than it seems to). Strict configs
+// already fail on any warning.
+func Warnings(spec *bootstrapv1.KubeadmConfigSpec, base *field.Path) []string {
+	if spec.EffectiveFormat() != bootstrapv1.Ignition {
+		return nil
+	}
+	var warnings []string
+	path := base.Child("ignition")
+	if b := spec.Ignition.Butane; b.AdditionalConfig != "" && !ptr.Deref(b.Strict, false) {
+		if _, ws, err := butane.Translate(b.AdditionalConfig, false); err == nil {
+			for _, w := range ws {
+				warnings = append(warnings, path.Child("butane", "additionalConfig").String()+": "+w)
+			}
+		}
+	}
+	if c := spec.Ignition.ContainerLinuxConfig; c.AdditionalConfig != "" && !ptr.Deref(c.Strict, false) {
+		if _, ws, err := clc.Translate(c.AdditionalConfig, false); err == nil {
+			for _, w := range ws {
+				warnings = append(warnings, path.Child("containerLinuxConfig", "additionalConfig").String()+": "+w)
+			}
+		}
+	}
+	return warnings
+}
+
 func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) field.ErrorList {
 	if ign.ContainerLinuxConfig.IsDefined() && ign.Butane.IsDefined() {
 		return field.ErrorList{field.Forbidden(path.Child("butane"), "containerLinuxConfig and butane are mutually exclusive: set one")}
@@ -118,12 +145,12 @@ func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) field
 	// Extra configuration that would fail at reconcile time fails admission
 	// instead, with the translator's own message.
 	if b := ign.Butane; b.AdditionalConfig != "" {
-		if _, err := butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false)); err != nil {
+		if _, _, err := butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false)); err != nil {
 			return field.ErrorList{field.Invalid(path.Child("butane", "additionalConfig"), "<butane document>", err.Error())}
 		}
 	}
 	if c := ign.ContainerLinuxConfig; c.AdditionalConfig != "" {
-		if _, err := clc.Translate(c.AdditionalConfig, ptr.Deref(c.Strict, false)); err != nil {
+		if _, _, err := clc.Translate(c.AdditionalConfig, ptr.Deref(c.Strict, false)); err != nil {
 			return field.ErrorList{field.Invalid(path.Child("containerLinuxConfig", "additionalConfig"), "<container linux config>", err.Error())}
 		}
 	}

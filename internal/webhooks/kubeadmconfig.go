@@ -58,7 +58,7 @@ func defaultSpec(s *bootstrapv1.KubeadmConfigSpec) {
 
 // ValidateCreate validates a new KubeadmConfig.
 func (w *KubeadmConfig) ValidateCreate(_ context.Context, c *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
-	return nil, invalid("KubeadmConfig", c.Name, fieldrules.Validate(&c.Spec, w.Gates, field.NewPath("spec")))
+	return fieldrules.Warnings(&c.Spec, field.NewPath("spec")), invalid("KubeadmConfig", c.Name, fieldrules.Validate(&c.Spec, w.Gates, field.NewPath("spec")))
 }
 
 // ValidateUpdate validates a changed KubeadmConfig. Like upstream, the spec
@@ -72,7 +72,7 @@ func (w *KubeadmConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv
 			"cannot change from %q to %q: the bootstrap data secret %q already exists in format %q",
 			oldC.Spec.EffectiveFormat(), newC.Spec.EffectiveFormat(), oldC.Status.DataSecretName, oldC.Spec.EffectiveFormat())))
 	}
-	return nil, invalid("KubeadmConfig", newC.Name, errs)
+	return fieldrules.Warnings(&newC.Spec, field.NewPath("spec")), invalid("KubeadmConfig", newC.Name, errs)
 }
 
 // ValidateDelete allows every deletion.

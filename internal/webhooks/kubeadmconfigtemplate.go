@@ -75,12 +75,12 @@ func applyPreviousUpstreamDefaults(spec *bootstrapv1.KubeadmConfigSpec) {
 
 // ValidateCreate validates a new template.
 func (w *KubeadmConfigTemplate) ValidateCreate(_ context.Context, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
-	return nil, w.validate(t)
+	return fieldrules.Warnings(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")), w.validate(t)
 }
 
 // ValidateUpdate validates a changed template; templates may change (as upstream).
 func (w *KubeadmConfigTemplate) ValidateUpdate(_ context.Context, _, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
-	return nil, w.validate(t)
+	return fieldrules.Warnings(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")), w.validate(t)
 }
 
 // ValidateDelete allows every deletion.

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -338,4 +339,38 @@ func normalize(t *testing.T, m map[string]any) any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// warningCollector keeps the API server's warnings.
+type warningCollector struct{ warnings []string }
+
+func (w *warningCollector) HandleWarningHeader(_ int, _ string, text string) {
+	w.warnings = append(w.warnings, text)
+}
+
+// A non-strict Butane document that Butane warns about is admitted, and the
+// warning reaches the client (kubectl prints it), without the document's values.
+func TestButaneWarningsReachTheClient(t *testing.T) {
+	setGates(t, true, false)
+	collector := &warningCollector{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = collector
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := config(bootstrapv1.Ignition)
+	kc.Name = "butane-warning"
+	// 644 is decimal: Butane warns that it means 0o1204, not 0644.
+	kc.Spec.Ignition.Butane = bootstrapv1.ButaneConfig{AdditionalConfig: "storage:\n  files:\n  - path: /etc/secret-path-x\n    mode: 644\n"}
+	if err := c.Create(context.Background(), kc); err != nil {
+		t.Fatalf("a non-strict document with warnings must be admitted: %v", err)
+	}
+	got := strings.Join(collector.warnings, "\n")
+	if !strings.Contains(got, "spec.ignition.butane.additionalConfig") || !strings.Contains(got, "octal") {
+		t.Fatalf("warnings %q, want Butane's decimal-mode warning on spec.ignition.butane.additionalConfig", collector.warnings)
+	}
+	if strings.Contains(got, "secret-path-x") {
+		t.Fatalf("the warning quotes the document: %s", got)
+	}
 }

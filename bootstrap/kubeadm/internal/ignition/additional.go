@@ -23,13 +23,13 @@ func mergeAdditional(cfg types.Config, p *plan.Plan) (*types.Config, error) {
 	case b.AdditionalConfig != "" && c.AdditionalConfig != "":
 		return nil, fmt.Errorf("spec.ignition: containerLinuxConfig and butane are mutually exclusive")
 	case b.AdditionalConfig != "":
-		if child, err = butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false)); err != nil {
+		if child, _, err = butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false)); err != nil {
 			return nil, fmt.Errorf("spec.ignition.butane.additionalConfig: %w", err)
 		}
 	case c.AdditionalConfig != "":
 		// Upstream's Ignition 2 output took Container Linux Configs; they are
 		// translated to Ignition 3 so existing specs keep working.
-		if child, err = clc.Translate(c.AdditionalConfig, ptr.Deref(c.Strict, false)); err != nil {
+		if child, _, err = clc.Translate(c.AdditionalConfig, ptr.Deref(c.Strict, false)); err != nil {
 			return nil, fmt.Errorf("spec.ignition.containerLinuxConfig.additionalConfig: %w", err)
 		}
 	default:
