@@ -16,9 +16,43 @@ import (
 	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	clct "github.com/flatcar/container-linux-config-transpiler/config"
+	clctypes "github.com/flatcar/container-linux-config-transpiler/config/types"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlerrors"
 )
+
+// unsupported refuses what a CLC can say but Ignition 3 merged into this
+// provider's output cannot, naming the field and the reason instead of
+// writing it somewhere else or failing deep in the converter.
+func unsupported(cfg clctypes.Config) error {
+	var problems []string
+	onOther := func(kind string, i int, fs string) {
+		if fs != "" && fs != rootFilesystem {
+			problems = append(problems, fmt.Sprintf("storage.%s[%d].filesystem: only the root filesystem is supported; "+
+				"Ignition 3 places %s by path (Flatcar mounts the OEM partition at /oem)", kind, i, kind))
+		}
+	}
+	for i, f := range cfg.Storage.Files {
+		onOther("files", i, f.Filesystem)
+	}
+	for i, d := range cfg.Storage.Directories {
+		onOther("directories", i, d.Filesystem)
+	}
+	for i, l := range cfg.Storage.Links {
+		onOther("links", i, l.Filesystem)
+	}
+	for i := range cfg.Storage.Filesystems {
+		problems = append(problems, fmt.Sprintf("storage.filesystems[%d]: declaring filesystems (data disks, swap) is not supported "+
+			"in a Container Linux Config here: Ignition 3 needs a mount point for each; use spec.diskSetup and spec.mounts, or Butane", i))
+	}
+	if len(cfg.Networkd.Units) > 0 {
+		problems = append(problems, "networkd.units: not supported by Ignition 3; write the units as files under /etc/systemd/network")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("not supported: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
 
 // rootFilesystem is the name Ignition 2 gives the root filesystem; files in a
 // CLC live there unless they name another filesystem.
@@ -36,6 +70,9 @@ func translate(doc string, strict bool) (types.Config, []string, error) {
 	cfg, ast, parseReport := clct.Parse([]byte(doc))
 	if parseReport.IsFatal() || (strict && len(parseReport.Entries) > 0) {
 		return types.Config{}, nil, fmt.Errorf("not a valid Container Linux Config: %s", parseReport.String())
+	}
+	if err := unsupported(cfg); err != nil {
+		return types.Config{}, nil, err
 	}
 	ign2, convertReport := clct.Convert(cfg, "", ast)
 	if convertReport.IsFatal() || (strict && len(convertReport.Entries) > 0) {

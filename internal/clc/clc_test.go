@@ -26,7 +26,13 @@ func TestTranslateErrors(t *testing.T) {
 	}{
 		"not yaml":         {doc: "storage: [", want: "not a valid Container Linux Config"},
 		"warning strict":   {doc: "storage:\n  files:\n  - path: /etc/x\n    filesystem: root\n    contents:\n      inline: hi\n", strict: true, want: "mode unspecified"},
-		"other filesystem": {doc: "storage:\n  filesystems:\n  - name: data\n    mount:\n      device: /dev/sdb\n      format: ext4\n  files:\n  - path: /x\n    filesystem: data\n    mode: 0644\n", want: "root filesystem"},
+		"other filesystem": {doc: "storage:\n  filesystems:\n  - name: data\n    mount:\n      device: /dev/sdb\n      format: ext4\n  files:\n  - path: /x\n    filesystem: data\n    mode: 0644\n", want: "storage.files[0].filesystem: only the root filesystem"},
+		// Upstream's Flatcar templates write grub.cfg to the OEM partition; it
+		// must not land at /grub.cfg on the root filesystem.
+		"oem files": {doc: "storage:\n  files:\n  - path: /grub.cfg\n    filesystem: oem\n    mode: 0644\n    contents:\n      inline: x\n", want: "storage.files[0].filesystem: only the root filesystem"},
+		"oem dir":   {doc: "storage:\n  directories:\n  - path: /d\n    filesystem: oem\n", want: "storage.directories[0].filesystem"},
+		"swap":      {doc: "storage:\n  filesystems:\n  - name: swap\n    mount:\n      device: /dev/sdc\n      format: swap\n", want: "storage.filesystems[0]: declaring filesystems"},
+		"networkd":  {doc: "networkd:\n  units:\n  - name: 00-eth0.network\n    contents: |\n      [Match]\n      Name=eth0\n", want: "networkd.units: not supported by Ignition 3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := Translate(tc.doc, tc.strict)
