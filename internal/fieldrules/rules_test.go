@@ -224,3 +224,44 @@ func TestUserFileAtTheDiscoveryKubeconfigPath(t *testing.T) {
 		}
 	}
 }
+
+// Extra Ignition configuration may extend the bootstrap but not replace,
+// disable or remove what it needs; each conflict names the field and the path.
+func TestExtraIgnitionCannotUndoTheBootstrap(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, want string // want "" = admitted
+	}{
+		{"script", "storage:\n  files:\n  - path: /etc/kubeadm.sh\n    contents:\n      inline: echo\n", "writes /etc/kubeadm.sh"},
+		{"config", "storage:\n  files:\n  - path: /etc/kubeadm.yml\n    contents:\n      inline: x\n", "writes /etc/kubeadm.yml"},
+		{"ca", "storage:\n  links:\n  - path: /etc/kubernetes/pki/ca.crt\n    target: /tmp/x\n", "replaces /etc/kubernetes/pki/ca.crt"},
+		{"sentinel dir", "storage:\n  directories:\n  - path: /run/cluster-api\n", "is /run/cluster-api"},
+		{"unit replaced", "systemd:\n  units:\n  - name: kubeadm.service\n    contents: \"[Service]\\nExecStart=/bin/true\\n\"\n", "replaces kubeadm.service"},
+		{"unit disabled", "systemd:\n  units:\n  - name: kubeadm.service\n    enabled: false\n", "disables kubeadm.service"},
+		{"unit masked", "systemd:\n  units:\n  - name: kubeadm.service\n    mask: true\n", "masks kubeadm.service"},
+		{"drop-in", "systemd:\n  units:\n  - name: kubeadm.service\n    dropins:\n    - name: 10-env.conf\n      contents: \"[Service]\\nEnvironment=A=b\\n\"\n", ""},
+		{"other file", "storage:\n  files:\n  - path: /etc/kubernetes/extra.conf\n    contents:\n      inline: x\n", ""},
+	} {
+		spec := joinSpec(bootstrapv1.Ignition)
+		spec.Ignition.Butane = bootstrapv1.ButaneConfig{AdditionalConfig: tc.doc}
+		errs := Validate(spec, gates(t, true, true), field.NewPath("spec"))
+		msg := ""
+		if agg := errs.ToAggregate(); agg != nil {
+			msg = agg.Error()
+		}
+		if tc.want == "" {
+			if msg != "" {
+				t.Errorf("%s: refused: %s", tc.name, msg)
+			}
+			continue
+		}
+		if !strings.Contains(msg, tc.want) || !strings.Contains(msg, "spec.ignition.butane.additionalConfig") {
+			t.Errorf("%s: %q, want a refusal naming spec.ignition.butane.additionalConfig and %q", tc.name, msg, tc.want)
+		}
+	}
+	// The same guard holds for Container Linux Configs.
+	spec := joinSpec(bootstrapv1.Ignition)
+	spec.Ignition.ContainerLinuxConfig = upstreambootstrapv1.ContainerLinuxConfig{AdditionalConfig: "systemd:\n  units:\n  - name: kubeadm.service\n    enable: false\n    mask: true\n"}
+	if msg := Validate(spec, gates(t, true, true), field.NewPath("spec")).ToAggregate(); msg == nil || !strings.Contains(msg.Error(), "spec.ignition.containerLinuxConfig.additionalConfig") || !strings.Contains(msg.Error(), "kubeadm.service") {
+		t.Errorf("CLC masking kubeadm.service: %v", msg)
+	}
+}

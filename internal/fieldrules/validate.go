@@ -16,6 +16,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/clc"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
 )
 
 // formatGates maps the gated formats to their feature gate.
@@ -144,15 +145,26 @@ func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) field
 	}
 	// Extra configuration that would fail at reconcile time fails admission
 	// instead, with the translator's own message.
+	var errs field.ErrorList
 	if b := ign.Butane; b.AdditionalConfig != "" {
-		if _, _, err := butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false)); err != nil {
-			return field.ErrorList{field.Invalid(path.Child("butane", "additionalConfig"), "<butane document>", err.Error())}
+		fp := path.Child("butane", "additionalConfig")
+		extra, _, err := butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false))
+		if err != nil {
+			return field.ErrorList{field.Invalid(fp, "<butane document>", err.Error())}
+		}
+		for _, c := range ignitionguard.Conflicts(extra, fp.String()) {
+			errs = append(errs, field.Forbidden(fp, c))
 		}
 	}
 	if c := ign.ContainerLinuxConfig; c.AdditionalConfig != "" {
-		if _, _, err := clc.Translate(c.AdditionalConfig, ptr.Deref(c.Strict, false)); err != nil {
-			return field.ErrorList{field.Invalid(path.Child("containerLinuxConfig", "additionalConfig"), "<container linux config>", err.Error())}
+		fp := path.Child("containerLinuxConfig", "additionalConfig")
+		extra, _, err := clc.Translate(c.AdditionalConfig, ptr.Deref(c.Strict, false))
+		if err != nil {
+			return field.ErrorList{field.Invalid(fp, "<container linux config>", err.Error())}
+		}
+		for _, c := range ignitionguard.Conflicts(extra, fp.String()) {
+			errs = append(errs, field.Forbidden(fp, c))
 		}
 	}
-	return nil
+	return errs
 }

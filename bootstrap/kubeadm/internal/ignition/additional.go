@@ -1,7 +1,9 @@
 package ignition
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
 	"github.com/coreos/ignition/v2/config/v3_4/types"
@@ -10,6 +12,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/clc"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
 )
 
 // mergeAdditional merges spec.ignition's extra configuration (Butane, or a
@@ -34,6 +37,11 @@ func mergeAdditional(cfg types.Config, p *plan.Plan) (*types.Config, error) {
 		}
 	default:
 		return &cfg, nil
+	}
+	// Admission refuses these; a config admitted before that rule existed
+	// fails here rather than silently losing its bootstrap.
+	if conflicts := ignitionguard.Conflicts(child, "spec.ignition"); len(conflicts) > 0 {
+		return nil, errors.New(strings.Join(conflicts, "; "))
 	}
 	merged := ignconfig.Merge(cfg, child)
 	return &merged, nil

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
 )
 
 const (
@@ -29,15 +30,11 @@ const (
 	// Butane's stable Flatcar variant (flatcar 1.1.0) targets.
 	SpecVersion = "3.4.0"
 
-	// ConfigPath is where kubeadm's configuration goes. Ignition runs before
-	// /run is mounted, so the upstream /run/kubeadm paths would be hidden.
-	ConfigPath = "/etc/kubeadm.yml"
-	// ScriptPath is the script the kubeadm unit runs.
-	ScriptPath = "/etc/kubeadm.sh"
-	// DoneMarker makes the unit run once: it is written right after kubeadm succeeds.
-	DoneMarker = "/etc/kubeadm.done"
-	// UnitName is the oneshot unit that bootstraps the node.
-	UnitName = "kubeadm.service"
+	// The bootstrap's paths and unit, shared with admission's guard.
+	ConfigPath = ignitionguard.ConfigPath
+	ScriptPath = ignitionguard.ScriptPath
+	DoneMarker = ignitionguard.DoneMarker
+	UnitName   = ignitionguard.UnitName
 
 	timesyncdDropin = "/etc/systemd/timesyncd.conf.d/10-cluster-api.conf"
 	timesyncdUnit   = "systemd-timesyncd.service"

@@ -116,13 +116,24 @@ func TestFilesUsersAndTimesync(t *testing.T) {
 
 func TestButaneMergesAndUserWins(t *testing.T) {
 	s := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
-	s.Ignition.Butane.AdditionalConfig = "storage:\n  files:\n  - path: /etc/kubeadm.sh\n    overwrite: true\n    contents:\n      inline: custom\n"
+	s.Files = []upstreambootstrapv1.File{{Path: "/etc/app.conf", Content: "from files"}}
+	s.Ignition.Butane.AdditionalConfig = "storage:\n  files:\n  - path: /etc/app.conf\n    overwrite: true\n    contents:\n      inline: custom\n"
 	c, err := build(t, s, plan.ActionJoin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, script := fileContent(t, c, ignition.ScriptPath); script != "custom" {
-		t.Errorf("the user's file must win the merge, got %q", script)
+	if _, content := fileContent(t, c, "/etc/app.conf"); content != "custom" {
+		t.Errorf("the Butane file must win the merge, got %q", content)
+	}
+}
+
+// What the bootstrap needs cannot be merged away, even for a spec admitted
+// before admission refused it.
+func TestButaneCannotReplaceTheBootstrap(t *testing.T) {
+	s := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
+	s.Ignition.Butane.AdditionalConfig = "storage:\n  files:\n  - path: /etc/kubeadm.sh\n    overwrite: true\n    contents:\n      inline: custom\n"
+	if _, err := build(t, s, plan.ActionJoin); err == nil || !strings.Contains(err.Error(), "/etc/kubeadm.sh") {
+		t.Fatalf("replacing the kubeadm script: %v, want a refusal naming it", err)
 	}
 }
 

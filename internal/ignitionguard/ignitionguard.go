@@ -1,0 +1,81 @@
+// Package ignitionguard keeps extra Ignition configuration (Butane or a
+// Container Linux Config merged on top of the bootstrap, where the user's
+// side wins) from replacing, disabling or removing what the bootstrap needs.
+// Admission refuses a conflict with both paths named; the Ignition renderer
+// takes its paths from here so the two cannot drift apart.
+package ignitionguard
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+)
+
+// The bootstrap's own paths and unit on a Flatcar machine.
+const (
+	// ConfigPath is where kubeadm's configuration goes. Ignition runs before
+	// /run is mounted, so the upstream /run/kubeadm paths would be hidden.
+	ConfigPath = "/etc/kubeadm.yml"
+	// ScriptPath is the script the kubeadm unit runs.
+	ScriptPath = "/etc/kubeadm.sh"
+	// DoneMarker makes the unit run once: it is written right after kubeadm succeeds.
+	DoneMarker = "/etc/kubeadm.done"
+	// UnitName is the oneshot unit that bootstraps the node.
+	UnitName = "kubeadm.service"
+)
+
+// protectedDirs hold what kubeadm and Cluster API read: the cluster's
+// certificates, and the success sentinel infrastructure providers probe.
+var protectedDirs = []string{"/etc/kubernetes/pki", "/run/cluster-api"}
+
+func protected(p string) bool {
+	p = path.Clean(p)
+	if p == ConfigPath || p == ScriptPath || p == DoneMarker {
+		return true
+	}
+	for _, d := range protectedDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Conflicts lists what extra configuration does to the bootstrap: files,
+// directories or links at its paths, and the kubeadm unit replaced, disabled
+// or masked. Drop-ins that extend the unit are fine. where names the extra
+// configuration's field (e.g. spec.ignition.butane.additionalConfig).
+func Conflicts(extra types.Config, where string) []string {
+	var out []string
+	for i, f := range extra.Storage.Files {
+		if protected(f.Path) {
+			out = append(out, fmt.Sprintf("%s: storage.files[%d] writes %s, which the bootstrap writes and needs", where, i, path.Clean(f.Path)))
+		}
+	}
+	for i, d := range extra.Storage.Directories {
+		if protected(d.Path) {
+			out = append(out, fmt.Sprintf("%s: storage.directories[%d] is %s, a path the bootstrap writes and needs", where, i, path.Clean(d.Path)))
+		}
+	}
+	for i, l := range extra.Storage.Links {
+		if protected(l.Path) {
+			out = append(out, fmt.Sprintf("%s: storage.links[%d] replaces %s, which the bootstrap writes and needs", where, i, path.Clean(l.Path)))
+		}
+	}
+	for i, u := range extra.Systemd.Units {
+		if u.Name != UnitName {
+			continue
+		}
+		switch {
+		case u.Contents != nil:
+			out = append(out, fmt.Sprintf("%s: systemd.units[%d] replaces %s, the unit that runs kubeadm (extend it with a drop-in instead)", where, i, UnitName))
+		case u.Enabled != nil && !*u.Enabled:
+			out = append(out, fmt.Sprintf("%s: systemd.units[%d] disables %s, the unit that runs kubeadm", where, i, UnitName))
+		case u.Mask != nil && *u.Mask:
+			out = append(out, fmt.Sprintf("%s: systemd.units[%d] masks %s, the unit that runs kubeadm", where, i, UnitName))
+		}
+	}
+	return out
+}
