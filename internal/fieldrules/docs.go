@@ -71,5 +71,7 @@ func Markdown() string {
 	b.WriteString("- `kubeadm.service` is ordered after `containerd.service`, `kubelet.service` is enabled (the image's\n")
 	b.WriteString("  unit, not replaced), and `/etc/kubeadm.yml` (it holds the bootstrap token) is removed after kubeadm\n")
 	b.WriteString("  succeeded, as upstream moves it away.\n")
+	b.WriteString("- `mounts`: one mount unit per entry; a sixth field (fstab's fsck pass) other than 0 makes the mount wait\n")
+	b.WriteString("  for `systemd-fsck@` of its block device, as systemd's fstab generator does.\n")
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/coreos/go-systemd/v22/unit"
@@ -357,7 +358,20 @@ func addStorage(cfg *types.Config, p *plan.Plan) ([]string, error) {
 			what = "/dev/disk/by-label/" + what
 		}
 		var b strings.Builder
-		b.WriteString("[Unit]\nDescription=Mount " + where + " (Cluster API)\nBefore=" + UnitName + "\n\n[Mount]\n")
+		b.WriteString("[Unit]\nDescription=Mount " + where + " (Cluster API)\nBefore=" + UnitName + "\n")
+		if len(m) > 5 {
+			// fstab's sixth field, the fsck pass: systemd's fstab generator
+			// checks a block device before mounting it unless the pass is 0.
+			pass, err := strconv.Atoi(strings.TrimSpace(m[5]))
+			if err != nil || pass < 0 {
+				return nil, fmt.Errorf("spec.mounts[%d][5]: the fsck pass must be a number (0 to skip the check)", i)
+			}
+			if pass > 0 && strings.HasPrefix(what, "/dev/") {
+				fsck := "systemd-fsck@" + unit.UnitNamePathEscape(what) + ".service"
+				b.WriteString("Requires=" + fsck + "\nAfter=" + fsck + "\n")
+			}
+		}
+		b.WriteString("\n[Mount]\n")
 		b.WriteString("What=" + what + "\nWhere=" + where + "\n")
 		if len(m) > 2 && m[2] != "" && m[2] != "auto" {
 			b.WriteString("Type=" + m[2] + "\n")

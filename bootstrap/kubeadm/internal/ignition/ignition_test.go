@@ -255,3 +255,41 @@ func TestPasswordLockingAsCloudInit(t *testing.T) {
 		}
 	}
 }
+
+// Six-field mounts keep fstab's fsck pass: a non-zero pass makes the mount
+// wait for systemd-fsck of its device, as systemd's fstab generator does.
+func TestMountsKeepTheFsckPass(t *testing.T) {
+	for _, tc := range []struct {
+		mount []string
+		fsck  string // "" = no check
+	}{
+		{[]string{"LABEL=data", "/data", "ext4", "defaults", "0", "2"}, `systemd-fsck@dev-disk-by\x2dlabel-data.service`},
+		{[]string{"/dev/sdb1", "/srv", "xfs", "noatime", "0", "1"}, "systemd-fsck@dev-sdb1.service"},
+		{[]string{"/dev/sdb1", "/srv", "xfs", "noatime", "0", "0"}, ""},
+		{[]string{"/dev/sdb1", "/srv", "xfs"}, ""},
+		{[]string{"tmpfs", "/scratch", "tmpfs", "size=1g", "0", "2"}, ""},
+	} {
+		spec := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
+		spec.Mounts = []upstreambootstrapv1.MountPoints{tc.mount}
+		c, err := build(t, spec, plan.ActionJoin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var contents string
+		for _, u := range c.Systemd.Units {
+			if strings.HasSuffix(u.Name, ".mount") {
+				contents = *u.Contents
+			}
+		}
+		unitSection, _, _ := strings.Cut(contents, "[Mount]")
+		has := strings.Contains(unitSection, "Requires=systemd-fsck@")
+		if tc.fsck == "" && has || tc.fsck != "" && !(strings.Contains(unitSection, "Requires="+tc.fsck) && strings.Contains(unitSection, "After="+tc.fsck)) {
+			t.Errorf("mount %v: want fsck %q in [Unit]:\n%s", tc.mount, tc.fsck, contents)
+		}
+	}
+	spec := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
+	spec.Mounts = []upstreambootstrapv1.MountPoints{{"/dev/sdb1", "/srv", "xfs", "defaults", "0", "two"}}
+	if _, err := build(t, spec, plan.ActionJoin); err == nil || !strings.Contains(err.Error(), "spec.mounts[0][5]") {
+		t.Errorf("a non-numeric pass: %v", err)
+	}
+}
