@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,16 +14,6 @@ import (
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // descendants lists the processes below pid (children are listed per
 // thread: a Go program forks from any of its threads).
@@ -54,15 +43,13 @@ func alive(pid int) bool {
 func TestParentKilledStopsEverything(t *testing.T) {
 	dir := t.TempDir()
 	for name, pkg := range map[string]string{"runlocal": "./hack/runlocal", "manager": "./bootstrap/kubeadm/cmd/manager"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", name, err, out)
+		if err := testenv.GoBuild(filepath.Join(dir, name), pkg); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// bash stands for make: it runs runlocal as its child.
 	parent := exec.Command("bash", "-c", `"$@"; echo runlocal exited`, "bash", filepath.Join(dir, "runlocal"), filepath.Join(dir, "manager"),
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", freePort(t)), fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", freePort(t)))
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", testenv.FreePort(t)), fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", testenv.FreePort(t)))
 	stdout, err := parent.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -68,10 +67,8 @@ func runMain(m *testing.M) int {
 	// The real binaries: this provider's, and upstream's manager built from
 	// the module version go.mod pins.
 	for name, pkg := range map[string]string{"ours": "./bootstrap/kubeadm/cmd/manager", "upstream": "sigs.k8s.io/cluster-api/bootstrap/kubeadm"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fail(fmt.Errorf("building %s: %v\n%s", pkg, err, out))
+		if err := testenv.GoBuild(filepath.Join(binDir, name), pkg); err != nil {
+			return fail(err)
 		}
 	}
 	if mgmt, err = testenv.New(testenv.Options{WithWebhooks: true, WithClusterAPI: true}); err != nil {
@@ -353,25 +350,18 @@ type manager struct {
 	metricsAddr string
 }
 
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(b, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func startManager(b *testing.B, impl, ns string, kubeconfig []byte) *manager {
 	dir := b.TempDir()
 	kc := filepath.Join(dir, "kubeconfig")
 	must(b, os.WriteFile(kc, kubeconfig, 0o600))
-	m := &manager{done: make(chan error, 1), logs: filepath.Join(dir, "manager.log"), metricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(b))}
+	m := &manager{done: make(chan error, 1), logs: filepath.Join(dir, "manager.log"), metricsAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))}
 	args := []string{
 		"--kubeconfig=" + kc,
 		"--namespace=" + ns,
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", freePort(b)),
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", testenv.FreePort(b)),
 		"--diagnostics-address=" + m.metricsAddr, "--insecure-diagnostics",
 		// The API server calls the webhooks the test serves; this one's are idle.
-		fmt.Sprintf("--webhook-port=%d", freePort(b)),
+		fmt.Sprintf("--webhook-port=%d", testenv.FreePort(b)),
 		"--webhook-cert-dir=" + mgmt.Environment.WebhookInstallOptions.LocalServingCertDir,
 		"--feature-gates=KubeadmBootstrapFormatIgnition=true",
 	}

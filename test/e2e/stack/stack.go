@@ -95,10 +95,8 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 
 	s.progress("building the manager binary (bootstrap/kubeadm/cmd/manager)")
 	s.managerBin = filepath.Join(opts.StateDir, "manager")
-	build := exec.CommandContext(ctx, "go", "build", "-o", s.managerBin, "./bootstrap/kubeadm/cmd/manager")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the manager: %w\n%s", err, out)
+	if err := testenv.GoBuild(s.managerBin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
+		return nil, err
 	}
 
 	s.progress("starting the management API server and etcd (envtest)")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,26 +23,6 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func buildManager(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "manager")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // runningManager is the manager binary running against an envtest API server.
 type runningManager struct {
 	cmd        *exec.Cmd
@@ -58,16 +37,19 @@ type runningManager struct {
 func startBinary(t *testing.T, env *testenv.Env, extra ...string) *runningManager {
 	t.Helper()
 	hooks := env.Environment.WebhookInstallOptions
-	bin := buildManager(t)
+	bin := filepath.Join(t.TempDir(), "manager")
+	if err := testenv.GoBuild(bin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
+		t.Fatal(err)
+	}
 	kubeconfig, err := testenv.WriteAdminKubeconfig(env.Environment, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &runningManager{done: make(chan error, 1), logs: &bytes.Buffer{}, healthPort: freePort(t), kubeconfig: kubeconfig}
+	m := &runningManager{done: make(chan error, 1), logs: &bytes.Buffer{}, healthPort: testenv.FreePort(t), kubeconfig: kubeconfig}
 	m.cmd = exec.Command(bin, append([]string{
 		"--kubeconfig=" + kubeconfig,
 		fmt.Sprintf("--health-addr=127.0.0.1:%d", m.healthPort),
-		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", freePort(t)),
+		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", testenv.FreePort(t)),
 		"--insecure-diagnostics",
 		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
 		"--webhook-cert-dir=" + hooks.LocalServingCertDir,

@@ -1,0 +1,31 @@
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"testing"
+)
+
+// GoBuild builds a package of this module (or one it requires) into out, from
+// the repository root, as `go build -o out pkg`.
+func GoBuild(out, pkg string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for
+// processes that must be told their port before they start.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
