@@ -70,74 +70,79 @@ type Stack struct {
 	capiStopped chan struct{}
 }
 
-// Tools are the binaries the hosts need, in the order a missing one is reported.
+// hostTools are the binaries the hosts need, in the order a missing one is reported.
 var hostTools = []string{testbin.Kubeadm, testbin.KubeAPIServer, testbin.KubeControllerManager, testbin.KubeScheduler, testbin.Etcd, testbin.Ignition}
 
 // Start brings the stack up. Stop takes it down.
-func Start(ctx context.Context, opts Options) (s *Stack, err error) {
-	s = &Stack{opts: opts, managerArgs: opts.ManagerArgs}
-	defer func() {
-		if err != nil {
-			s.Stop()
-		}
-	}()
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	s := &Stack{opts: opts, managerArgs: opts.ManagerArgs}
+	if err := s.start(ctx); err != nil {
+		s.Stop() // whatever did start
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) start(ctx context.Context) error {
+	opts := s.opts
+	var err error
 	var toolDirs []string
 	for _, t := range hostTools {
 		p, err := testbin.Path(t)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		toolDirs = append(toolDirs, filepath.Dir(p))
 	}
 	if _, err := testbin.Path(testbin.CloudInit); err != nil {
-		return nil, err
+		return err
 	}
 
 	s.progress("building the manager binary (bootstrap/kubeadm/cmd/manager)")
 	s.managerBin = filepath.Join(opts.StateDir, "manager")
 	if err := testenv.GoBuild(s.managerBin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
-		return nil, err
+		return err
 	}
 
 	s.progress("starting the management API server and etcd (envtest)")
 	if s.env, err = testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true}); err != nil {
-		return nil, err
+		return err
 	}
 	s.env.CRDDirectoryPaths = append(s.env.CRDDirectoryPaths, filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd"))
 	if err := infrav1.AddToScheme(s.env.Scheme); err != nil {
-		return nil, err
+		return err
 	}
 	if s.Config, err = s.env.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	s.Scheme = s.env.Scheme
 	if s.Client, err = client.New(s.Config, client.Options{Scheme: s.Scheme}); err != nil {
-		return nil, err
+		return err
 	}
 	if s.Kubeconfig, err = testenv.WriteAdminKubeconfig(s.env, opts.StateDir); err != nil {
-		return nil, err
+		return err
 	}
 
 	s.progress("starting the management cluster's garbage collector (kube-controller-manager)")
 	if err := s.startGarbageCollector(); err != nil {
-		return nil, err
+		return err
 	}
 
 	s.progress("creating the simulated hosts' network")
 	if s.Lab, err = host.NewLab(host.LabOptions{StateDir: filepath.Join(opts.StateDir, "hosts"), ToolDirs: toolDirs}); err != nil {
-		return nil, err
+		return err
 	}
 
 	s.progress("starting this provider's manager (its webhooks serve admission and conversion)")
 	if err := s.startManager(); err != nil {
-		return nil, err
+		return err
 	}
 
 	s.progress("starting Cluster API's core controllers and the simulated infrastructure provider")
 	if err := s.startClusterAPI(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
 }
 
 func (s *Stack) progress(msg string) {
@@ -158,7 +163,7 @@ func (s *Stack) startManager() error {
 		"--diagnostics-address=127.0.0.1:0",
 		"--insecure-diagnostics",
 	}, s.managerArgs...)
-	logFile, err := os.OpenFile(filepath.Join(s.opts.StateDir, "manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := s.openLog(managerLog)
 	if err != nil {
 		return err
 	}
@@ -184,7 +189,7 @@ func (s *Stack) startManager() error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("the manager exited (see %s)", filepath.Join(s.opts.StateDir, "manager.log"))
+			return fmt.Errorf("the manager exited (see %s)", s.ManagerLog())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -202,7 +207,7 @@ func (s *Stack) startGarbageCollector() error {
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(filepath.Join(s.opts.StateDir, "management-controller-manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := s.openLog("management-controller-manager.log")
 	if err != nil {
 		return err
 	}
@@ -238,7 +243,7 @@ func (s *Stack) stopManager() {
 // startClusterAPI runs Cluster API's core reconcilers and the simulated
 // provider's in one controller-runtime manager.
 func (s *Stack) startClusterAPI(ctx context.Context) error {
-	logFile, err := os.OpenFile(filepath.Join(s.opts.StateDir, "cluster-api.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := s.openLog("cluster-api.log")
 	if err != nil {
 		return err
 	}
@@ -324,5 +329,13 @@ func (s *Stack) Stop() {
 	}
 }
 
+const managerLog = "manager.log"
+
 // ManagerLog is the path of the manager's log.
-func (s *Stack) ManagerLog() string { return filepath.Join(s.opts.StateDir, "manager.log") }
+func (s *Stack) ManagerLog() string { return filepath.Join(s.opts.StateDir, managerLog) }
+
+// openLog opens a log in the state directory for appending (a restarted
+// manager keeps its earlier lines).
+func (s *Stack) openLog(name string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(s.opts.StateDir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+}
