@@ -49,7 +49,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	key := endpointKey(sc.Namespace, sc.Name)
 	if !sc.DeletionTimestamp.IsZero() {
 		r.Lab.ReleaseAddress(key)
-		return ctrl.Result{}, r.removeFinalizer(ctx, sc, infrav1.ClusterFinalizer)
+		return ctrl.Result{}, removeFinalizer(ctx, r.Client, sc, infrav1.ClusterFinalizer)
 	}
 	if controllerutil.AddFinalizer(sc, infrav1.ClusterFinalizer) {
 		if err := r.Client.Update(ctx, sc); err != nil {
@@ -73,9 +73,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{}, nil
 }
 
-func (r *ClusterReconciler) removeFinalizer(ctx context.Context, o client.Object, f string) error {
+func removeFinalizer(ctx context.Context, c client.Client, o client.Object, f string) error {
 	if controllerutil.RemoveFinalizer(o, f) {
-		return client.IgnoreNotFound(r.Client.Update(ctx, o))
+		return client.IgnoreNotFound(c.Update(ctx, o))
 	}
 	return nil
 }
@@ -113,7 +113,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if h := r.Lab.Host(hostKey(sm)); h != nil {
 			h.Stop()
 		}
-		return ctrl.Result{}, (&ClusterReconciler{Client: r.Client}).removeFinalizer(ctx, sm, infrav1.MachineFinalizer)
+		return ctrl.Result{}, removeFinalizer(ctx, r.Client, sm, infrav1.MachineFinalizer)
 	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, sm.ObjectMeta)
 	if err != nil || machine == nil {
@@ -127,7 +127,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	h := r.Lab.Host(hostKey(sm))
 	if h == nil && sm.Spec.ProviderID == "" {
 		if machine.Spec.Bootstrap.DataSecretName == nil {
-			return ctrl.Result{}, r.setHostStatus(ctx, sm, host.Status{Phase: string(infrav1.HostPending), Message: "waiting for bootstrap data"})
+			return ctrl.Result{}, r.setHostStatus(ctx, sm, host.Status{Phase: infrav1.HostPending, Message: "waiting for bootstrap data"})
 		}
 		secret := &corev1.Secret{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: sm.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
@@ -155,7 +155,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if h == nil {
 		// The provider ID is set but the host is gone (the Lab restarted).
-		return ctrl.Result{}, r.setHostStatus(ctx, sm, host.Status{Phase: string(infrav1.HostFailed), Message: "the host is gone"})
+		return ctrl.Result{}, r.setHostStatus(ctx, sm, host.Status{Phase: infrav1.HostFailed, Message: "the host is gone"})
 	}
 	sm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: h.Address.String()}}
 	sm.Status.Initialization.Provisioned = ptr.To(true)
@@ -163,7 +163,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.setHostStatus(ctx, sm, st); err != nil {
 		return ctrl.Result{}, err
 	}
-	switch infrav1.HostPhase(st.Phase) {
+	switch st.Phase {
 	case infrav1.HostBootstrapped, infrav1.HostFailed:
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
@@ -171,7 +171,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 }
 
 func (r *MachineReconciler) setHostStatus(ctx context.Context, sm *infrav1.SimulatedMachine, st host.Status) error {
-	sm.Status.HostPhase = infrav1.HostPhase(st.Phase)
+	sm.Status.HostPhase = st.Phase
 	sm.Status.HostMessage = st.Message
 	if st.Consumer != "" {
 		sm.Status.Consumer = st.Consumer

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -84,38 +85,56 @@ type staticPod struct {
 	done   chan struct{}
 }
 
+// manifest is one static pod manifest as the kubelet last read it.
+type manifest struct {
+	file string
+	hash [32]byte
+	pod  corev1.Pod
+	// ok is false for a file that is not a pod with a container.
+	ok bool
+}
+
+// readManifests reads the static pod manifests kubeadm wrote.
+func readManifests() []manifest {
+	entries, _ := os.ReadDir(manifestsDir)
+	var out []manifest
+	for _, e := range entries {
+		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(manifestsDir, e.Name()))
+		if err != nil {
+			continue
+		}
+		m := manifest{file: e.Name(), hash: sha256.Sum256(b)}
+		m.ok = yaml.Unmarshal(b, &m.pod) == nil && m.pod.Name != "" && len(m.pod.Spec.Containers) > 0
+		out = append(out, m)
+	}
+	return out
+}
+
 func (k *kubelet) runStaticPods(ctx context.Context) {
 	pods := map[string]*staticPod{}
 	for {
 		seen := map[string]bool{}
-		entries, _ := os.ReadDir(manifestsDir)
-		for _, e := range entries {
-			if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(manifestsDir, e.Name()))
-			if err != nil {
-				continue
-			}
-			seen[e.Name()] = true
-			h := sha256.Sum256(b)
-			if p := pods[e.Name()]; p != nil {
-				if p.hash == h {
+		for _, m := range readManifests() {
+			seen[m.file] = true
+			if p := pods[m.file]; p != nil {
+				if p.hash == m.hash {
 					continue
 				}
 				p.cancel()
 				<-p.done
 			}
-			var pod corev1.Pod
-			if err := yaml.Unmarshal(b, &pod); err != nil || len(pod.Spec.Containers) == 0 {
-				k.m.log.Printf("kubelet: static pod %s: not a pod manifest", e.Name())
-				pods[e.Name()] = &staticPod{hash: h, cancel: func() {}, done: closed()}
+			if !m.ok {
+				k.m.log.Printf("kubelet: static pod %s: not a pod manifest", m.file)
+				pods[m.file] = &staticPod{hash: m.hash, cancel: func() {}, done: closed()}
 				continue
 			}
 			pctx, cancel := context.WithCancel(ctx)
-			p := &staticPod{hash: h, cancel: cancel, done: make(chan struct{})}
-			pods[e.Name()] = p
-			go k.runContainer(pctx, pod.Name, pod.Spec.Containers[0], p.done)
+			p := &staticPod{hash: m.hash, cancel: cancel, done: make(chan struct{})}
+			pods[m.file] = p
+			go k.runContainer(pctx, m.pod.Name, m.pod.Spec.Containers[0], p.done)
 		}
 		for name, p := range pods {
 			if !seen[name] {
@@ -248,7 +267,11 @@ func (k *kubelet) runNode(ctx context.Context) error {
 	if id := flags["provider-id"]; id != "" {
 		providerID = id
 	}
-	if err := k.register(ctx, client, nodeName, providerID, flags); err != nil {
+	version := "unknown"
+	if v, err := client.Discovery().ServerVersion(); err == nil {
+		version = v.GitVersion // the kubelet's version is the control plane's here
+	}
+	if err := k.register(ctx, client, nodeName, providerID, version, flags); err != nil {
 		return err
 	}
 	k.m.log.Printf("kubelet: node %s registered (providerID %s)", nodeName, providerID)
@@ -264,7 +287,7 @@ func (k *kubelet) runNode(ctx context.Context) error {
 		k.syncMirrorPods(ctx, client, nodeName, mirrors)
 		if time.Since(lastBeat) >= 10*time.Second {
 			lastBeat = time.Now()
-			if err := k.heartbeat(ctx, client, nodeName); err != nil {
+			if err := k.heartbeat(ctx, client, nodeName, version); err != nil {
 				k.m.log.Printf("kubelet: heartbeat: %v", err)
 			}
 		}
@@ -276,19 +299,13 @@ func (k *kubelet) runNode(ctx context.Context) error {
 // mirror pods' annotations when a control plane joins. mirrors maps each
 // mirror pod's name to the manifest hash it was made from.
 func (k *kubelet) syncMirrorPods(ctx context.Context, client kubernetes.Interface, nodeName string, mirrors map[string]string) {
-	entries, _ := os.ReadDir(manifestsDir)
 	var owner []metav1.OwnerReference
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(manifestsDir, e.Name()))
-		if err != nil {
+	for _, m := range readManifests() {
+		if !m.ok {
 			continue
 		}
-		var pod corev1.Pod
-		if yaml.Unmarshal(b, &pod) != nil || pod.Name == "" {
-			continue
-		}
-		sum := sha256.Sum256(b)
-		hash := fmt.Sprintf("%x", sum[:8])
+		pod := m.pod
+		hash := fmt.Sprintf("%x", m.hash[:8])
 		name := pod.Name + "-" + nodeName
 		if mirrors[name] == hash {
 			continue
@@ -311,9 +328,7 @@ func (k *kubelet) syncMirrorPods(ctx context.Context, client kubernetes.Interfac
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: pod.Labels, Annotations: map[string]string{}, OwnerReferences: owner},
 			Spec:       pod.Spec,
 		}
-		for key, v := range pod.Annotations {
-			mirror.Annotations[key] = v
-		}
+		maps.Copy(mirror.Annotations, pod.Annotations)
 		mirror.Annotations["kubernetes.io/config.mirror"] = hash
 		mirror.Annotations["kubernetes.io/config.hash"] = hash
 		mirror.Annotations["kubernetes.io/config.source"] = "file"
@@ -415,7 +430,7 @@ func (k *kubelet) credentials(ctx context.Context, nodeName string) (*rest.Confi
 	return clientcmd.BuildConfigFromFlags("", kubeletConf)
 }
 
-func (k *kubelet) register(ctx context.Context, client kubernetes.Interface, name, providerID string, flags kubeletFlags) error {
+func (k *kubelet) register(ctx context.Context, client kubernetes.Interface, name, providerID, version string, flags kubeletFlags) error {
 	labels := map[string]string{
 		corev1.LabelHostname:   name,
 		corev1.LabelOSStable:   "linux",
@@ -451,7 +466,7 @@ func (k *kubelet) register(ctx context.Context, client kubernetes.Interface, nam
 		}
 		time.Sleep(time.Second)
 	}
-	return k.heartbeat(ctx, client, name)
+	return k.heartbeat(ctx, client, name, version)
 }
 
 // setNodeCondition sets a condition, keeping its transition time while its
@@ -471,11 +486,7 @@ func setNodeCondition(status *corev1.NodeStatus, c corev1.NodeCondition, now met
 }
 
 // heartbeat renews the node's lease and reports it Ready.
-func (k *kubelet) heartbeat(ctx context.Context, client kubernetes.Interface, name string) error {
-	version := "unknown"
-	if v, err := client.Discovery().ServerVersion(); err == nil {
-		version = v.GitVersion
-	}
+func (k *kubelet) heartbeat(ctx context.Context, client kubernetes.Interface, name, version string) error {
 	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err

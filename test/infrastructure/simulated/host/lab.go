@@ -25,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
 // Lab is a private network and the hosts on it.
@@ -223,7 +225,7 @@ func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
 	}
 	l.nextLink++
 	link := fmt.Sprintf("h%d", l.nextLink)
-	h := &Host{lab: l, Name: spec.Name, Address: addr, Format: string(spec.Data["format"]), addressKey: spec.AddressKey, phase: "Booting"}
+	h := &Host{lab: l, Name: spec.Name, Address: addr, addressKey: spec.AddressKey, phase: infrav1.HostBooting}
 	l.hosts[spec.Name] = h
 	l.mu.Unlock()
 
@@ -246,7 +248,6 @@ type Host struct {
 	lab        *Lab
 	Name       string
 	Address    netip.Addr
-	Format     string
 	addressKey string
 	LogPath    string
 
@@ -254,16 +255,16 @@ type Host struct {
 	done chan struct{}
 
 	mu       sync.Mutex
-	phase    string
+	phase    infrav1.HostPhase
 	message  string
 	consumer string
 }
 
 // Status is a host's progress, as the host reports it.
 type Status struct {
-	Phase    string `json:"phase"`
-	Message  string `json:"message,omitempty"`
-	Consumer string `json:"consumer,omitempty"`
+	Phase    infrav1.HostPhase `json:"phase"`
+	Message  string            `json:"message,omitempty"`
+	Consumer string            `json:"consumer,omitempty"`
 }
 
 // Status returns the host's last reported status.
@@ -365,8 +366,8 @@ func (h *Host) readStatus(r *os.File) {
 		}
 	}
 	h.mu.Lock()
-	if h.phase != "Failed" {
-		h.phase, h.message = "Failed", "the host stopped"
+	if h.phase != infrav1.HostFailed {
+		h.phase, h.message = infrav1.HostFailed, "the host stopped"
 	}
 	h.mu.Unlock()
 }
@@ -393,9 +394,6 @@ func (h *Host) Stop() {
 		}
 	}
 }
-
-// Done is closed when the host's process tree is gone.
-func (h *Host) Done() <-chan struct{} { return h.done }
 
 // Exec runs a command inside the host (its mount, UTS, network, IPC and PID
 // namespaces), as logging in to the machine would, and returns its output.

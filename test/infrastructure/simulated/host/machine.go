@@ -13,6 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
 // machineEnv marks a process as a host (see RunIfHost).
@@ -52,7 +55,7 @@ type machine struct {
 	logDirHandle *os.File
 }
 
-func (m *machine) report(phase, message, consumer string) {
+func (m *machine) report(phase infrav1.HostPhase, message, consumer string) {
 	b, _ := json.Marshal(Status{Phase: phase, Message: message, Consumer: consumer})
 	_, _ = m.status.Write(append(b, '\n'))
 	m.log.Printf("%s: %s", phase, message)
@@ -61,11 +64,11 @@ func (m *machine) report(phase, message, consumer string) {
 func runHost() int {
 	m := &machine{log: log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds), out: os.Stderr, status: os.NewFile(3, "status")}
 	if err := json.NewDecoder(os.Stdin).Decode(&m.cfg); err != nil {
-		m.report("Failed", "reading the host configuration: "+err.Error(), "")
+		m.report(infrav1.HostFailed, "reading the host configuration: "+err.Error(), "")
 		return 1
 	}
 	if err := m.boot(); err != nil {
-		m.report("Failed", err.Error(), "")
+		m.report(infrav1.HostFailed, err.Error(), "")
 		return 1
 	}
 	ctx := context.Background()
@@ -73,30 +76,28 @@ func runHost() int {
 	go k.run(ctx)
 
 	if m.cfg.BootDelay > 0 {
-		m.report("Booting", fmt.Sprintf("a slow machine: waiting %s before running the bootstrap data", m.cfg.BootDelay), "")
+		m.report(infrav1.HostBooting, fmt.Sprintf("a slow machine: waiting %s before running the bootstrap data", m.cfg.BootDelay), "")
 		time.Sleep(m.cfg.BootDelay)
 	}
 	format := string(m.cfg.Data["format"])
 	consumer, err := consumerFor(format)
 	if err != nil {
-		m.report("Failed", err.Error(), "")
+		m.report(infrav1.HostFailed, err.Error(), "")
 		select {}
 	}
-	m.report("Bootstrapping", "running the bootstrap data with "+consumer.name(), consumer.name())
+	m.report(infrav1.HostBootstrapping, "running the bootstrap data with "+consumer.name(), consumer.name())
 	if err := consumer.run(ctx, m); err != nil {
-		m.report("Failed", err.Error(), consumer.name())
+		m.report(infrav1.HostFailed, err.Error(), consumer.name())
 		select {}
 	}
-	if _, err := os.Stat(sentinel); err != nil {
-		m.report("Failed", consumer.name()+" finished but did not write "+sentinel, consumer.name())
+	if _, err := os.Stat(rawv1.SuccessSentinel); err != nil {
+		m.report(infrav1.HostFailed, consumer.name()+" finished but did not write "+rawv1.SuccessSentinel, consumer.name())
 		select {}
 	}
-	m.report("Bootstrapped", consumer.name()+" ran the bootstrap data; kubeadm succeeded", consumer.name())
+	m.report(infrav1.HostBootstrapped, consumer.name()+" ran the bootstrap data; kubeadm succeeded", consumer.name())
 	// The host keeps running its kubelet and static pods until powered off.
 	select {}
 }
-
-const sentinel = "/run/cluster-api/bootstrap-success.complete"
 
 // boot isolates the host's files and joins it to the Lab's network.
 func (m *machine) boot() error {
