@@ -63,12 +63,12 @@ func translate(doc string, strict bool) (types.Config, []string, error) {
 	if err != nil {
 		return types.Config{}, nil, fmt.Errorf("translated config is invalid: %v: %s", err, trimReport(pr))
 	}
-	return cfg, Warnings(r), nil
+	return cfg, warnings(r), nil
 }
 
-// Warnings are a report's entries as redacted lines: what a translation
+// warnings are a report's entries as redacted lines: what a translation
 // that succeeded still warned about (a decimal file mode, say).
-func Warnings(r report.Report) []string {
+func warnings(r report.Report) []string {
 	var out []string
 	for _, e := range r.Entries {
 		out = append(out, yamlerrors.Redact(strings.TrimSpace(e.String())))

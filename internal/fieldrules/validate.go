@@ -5,6 +5,7 @@ import (
 	"path"
 	"reflect"
 
+	"github.com/coreos/ignition/v2/config/v3_4/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/ptr"
@@ -39,19 +40,30 @@ func FormatDisabled(format bootstrapv1.Format, gates featuregate.FeatureGate) st
 // Validate checks a KubeadmConfig spec found at base (spec, or
 // spec.template.spec for templates) and returns every problem at once.
 func Validate(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate, base *field.Path) field.ErrorList {
+	errs, _ := ValidateWithWarnings(spec, gates, base)
+	return errs
+}
+
+// ValidateWithWarnings is Validate, plus what admission reports without
+// refusing: the translators' warnings on a non-strict Butane or Container
+// Linux Config (a decimal file mode, say, which means something else than it
+// seems to). Strict configs already fail on any warning.
+func ValidateWithWarnings(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate, base *field.Path) (field.ErrorList, []string) {
 	errs := validateCommon(spec, base)
 	errs = append(errs, validateDiscoveryFilePath(spec, base)...)
 
 	format := spec.EffectiveFormat()
 	if msg := FormatDisabled(format, gates); msg != "" {
-		return append(errs, field.Forbidden(base.Child("format"), msg))
+		return append(errs, field.Forbidden(base.Child("format"), msg)), nil
 	}
 
 	errs = append(errs, CheckFormatFields(spec, base)...)
+	var warnings []string
 	if format == bootstrapv1.Ignition {
-		errs = append(errs, validateIgnitionSpec(&spec.Ignition, base.Child("ignition"))...)
+		ignErrs, ignWarnings := validateIgnitionSpec(&spec.Ignition, base.Child("ignition"))
+		errs, warnings = append(errs, ignErrs...), ignWarnings
 	}
-	return errs
+	return errs, warnings
 }
 
 // validateCommon applies the checks upstream Cluster API makes for every
@@ -112,59 +124,41 @@ func redact(errs field.ErrorList) field.ErrorList {
 	return errs
 }
 
-// Warnings are what admission reports without refusing: the translators'
-// warnings on a non-strict Butane or Container Linux Config (a decimal file
-// mode, say, which means something else than it seems to). Strict configs
-// already fail on any warning.
-func Warnings(spec *bootstrapv1.KubeadmConfigSpec, base *field.Path) []string {
-	if spec.EffectiveFormat() != bootstrapv1.Ignition {
-		return nil
-	}
-	var warnings []string
-	path := base.Child("ignition")
-	if b := spec.Ignition.Butane; b.AdditionalConfig != "" && !ptr.Deref(b.Strict, false) {
-		if _, ws, err := butane.Translate(b.AdditionalConfig, false); err == nil {
-			for _, w := range ws {
-				warnings = append(warnings, path.Child("butane", "additionalConfig").String()+": "+w)
-			}
-		}
-	}
-	if c := spec.Ignition.ContainerLinuxConfig; c.AdditionalConfig != "" && !ptr.Deref(c.Strict, false) {
-		if _, ws, err := clc.Translate(c.AdditionalConfig, false); err == nil {
-			for _, w := range ws {
-				warnings = append(warnings, path.Child("containerLinuxConfig", "additionalConfig").String()+": "+w)
-			}
-		}
-	}
-	return warnings
+// extraConfig is one kind of extra Ignition configuration and its translator.
+type extraConfig struct {
+	field, placeholder string
+	doc                string
+	strict             *bool
+	translate          func(doc string, strict bool) (types.Config, []string, error)
 }
 
-func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) field.ErrorList {
+func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) (field.ErrorList, []string) {
 	if ign.ContainerLinuxConfig.IsDefined() && ign.Butane.IsDefined() {
-		return field.ErrorList{field.Forbidden(path.Child("butane"), "containerLinuxConfig and butane are mutually exclusive: set one")}
+		return field.ErrorList{field.Forbidden(path.Child("butane"), "containerLinuxConfig and butane are mutually exclusive: set one")}, nil
 	}
 	// Extra configuration that would fail at reconcile time fails admission
-	// instead, with the translator's own message.
+	// instead, with the translator's own message; one translation gives the
+	// errors, the guard's conflicts and the warnings.
 	var errs field.ErrorList
-	if b := ign.Butane; b.AdditionalConfig != "" {
-		fp := path.Child("butane", "additionalConfig")
-		extra, _, err := butane.Translate(b.AdditionalConfig, ptr.Deref(b.Strict, false))
+	var warnings []string
+	for _, x := range []extraConfig{
+		{"butane", "<butane document>", ign.Butane.AdditionalConfig, ign.Butane.Strict, butane.Translate},
+		{"containerLinuxConfig", "<container linux config>", ign.ContainerLinuxConfig.AdditionalConfig, ign.ContainerLinuxConfig.Strict, clc.Translate},
+	} {
+		if x.doc == "" {
+			continue
+		}
+		fp := path.Child(x.field, "additionalConfig")
+		extra, ws, err := x.translate(x.doc, ptr.Deref(x.strict, false))
 		if err != nil {
-			return field.ErrorList{field.Invalid(fp, "<butane document>", err.Error())}
+			return field.ErrorList{field.Invalid(fp, x.placeholder, err.Error())}, nil
 		}
 		for _, c := range ignitionguard.Conflicts(extra, fp.String()) {
 			errs = append(errs, field.Forbidden(fp, c))
 		}
-	}
-	if c := ign.ContainerLinuxConfig; c.AdditionalConfig != "" {
-		fp := path.Child("containerLinuxConfig", "additionalConfig")
-		extra, _, err := clc.Translate(c.AdditionalConfig, ptr.Deref(c.Strict, false))
-		if err != nil {
-			return field.ErrorList{field.Invalid(fp, "<container linux config>", err.Error())}
-		}
-		for _, c := range ignitionguard.Conflicts(extra, fp.String()) {
-			errs = append(errs, field.Forbidden(fp, c))
+		for _, w := range ws {
+			warnings = append(warnings, fp.String()+": "+w)
 		}
 	}
-	return errs
+	return errs, warnings
 }

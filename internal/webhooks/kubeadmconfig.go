@@ -58,7 +58,8 @@ func defaultSpec(s *bootstrapv1.KubeadmConfigSpec) {
 
 // ValidateCreate validates a new KubeadmConfig.
 func (w *KubeadmConfig) ValidateCreate(_ context.Context, c *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
-	return fieldrules.Warnings(&c.Spec, field.NewPath("spec")), invalid("KubeadmConfig", c.Name, fieldrules.Validate(&c.Spec, w.Gates, field.NewPath("spec")))
+	errs, warnings := fieldrules.ValidateWithWarnings(&c.Spec, w.Gates, field.NewPath("spec"))
+	return warnings, invalid("KubeadmConfig", c.Name, errs)
 }
 
 // ValidateUpdate validates a changed KubeadmConfig. Like upstream, the spec
@@ -66,13 +67,13 @@ func (w *KubeadmConfig) ValidateCreate(_ context.Context, c *bootstrapv1.Kubeadm
 // change once the data secret exists is the format, because the secret's
 // format key and every consumer of it would disagree with the spec.
 func (w *KubeadmConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
-	errs := fieldrules.Validate(&newC.Spec, w.Gates, field.NewPath("spec"))
+	errs, warnings := fieldrules.ValidateWithWarnings(&newC.Spec, w.Gates, field.NewPath("spec"))
 	if dataSecretExists(oldC) && oldC.Spec.EffectiveFormat() != newC.Spec.EffectiveFormat() {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "format"), fmt.Sprintf(
 			"cannot change from %q to %q: the bootstrap data secret %q already exists in format %q",
 			oldC.Spec.EffectiveFormat(), newC.Spec.EffectiveFormat(), oldC.Status.DataSecretName, oldC.Spec.EffectiveFormat())))
 	}
-	return fieldrules.Warnings(&newC.Spec, field.NewPath("spec")), invalid("KubeadmConfig", newC.Name, errs)
+	return warnings, invalid("KubeadmConfig", newC.Name, errs)
 }
 
 // ValidateDelete allows every deletion.

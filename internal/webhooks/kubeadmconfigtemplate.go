@@ -75,12 +75,12 @@ func applyPreviousUpstreamDefaults(spec *bootstrapv1.KubeadmConfigSpec) {
 
 // ValidateCreate validates a new template.
 func (w *KubeadmConfigTemplate) ValidateCreate(_ context.Context, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
-	return fieldrules.Warnings(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")), w.validate(t)
+	return w.validate(t)
 }
 
 // ValidateUpdate validates a changed template; templates may change (as upstream).
 func (w *KubeadmConfigTemplate) ValidateUpdate(_ context.Context, _, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
-	return fieldrules.Warnings(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")), w.validate(t)
+	return w.validate(t)
 }
 
 // ValidateDelete allows every deletion.
@@ -88,8 +88,9 @@ func (w *KubeadmConfigTemplate) ValidateDelete(context.Context, *bootstrapv1.Kub
 	return nil, nil
 }
 
-func (w *KubeadmConfigTemplate) validate(t *bootstrapv1.KubeadmConfigTemplate) error {
-	errs := fieldrules.Validate(&t.Spec.Template.Spec, w.Gates, field.NewPath("spec", "template", "spec"))
+// validate returns the template's admission warnings and denial.
+func (w *KubeadmConfigTemplate) validate(t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
+	errs, warnings := fieldrules.ValidateWithWarnings(&t.Spec.Template.Spec, w.Gates, field.NewPath("spec", "template", "spec"))
 	errs = append(errs, t.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
-	return invalid("KubeadmConfigTemplate", t.Name, errs)
+	return warnings, invalid("KubeadmConfigTemplate", t.Name, errs)
 }
