@@ -8,6 +8,7 @@
 package rawagent
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
@@ -111,7 +113,12 @@ func Parse(data map[string][]byte) (*Plan, error) {
 // documentKinds returns the kinds of a YAML stream's documents.
 func documentKinds(stream []byte) map[string]bool {
 	kinds := map[string]bool{}
-	for _, doc := range bytes.Split(stream, []byte("\n---")) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
+	for {
+		doc, err := r.Read()
+		if err != nil { // io.EOF, or a stream kubeadm will refuse with its own message
+			return kinds
+		}
 		var meta struct {
 			Kind string `json:"kind"`
 		}
@@ -119,7 +126,6 @@ func documentKinds(stream []byte) map[string]bool {
 			kinds[meta.Kind] = true
 		}
 	}
-	return kinds
 }
 
 // Run writes the files, runs kubeadm and writes the success sentinel.
