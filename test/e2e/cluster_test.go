@@ -96,13 +96,7 @@ func (w *workloadCluster) waitForMachines(want int, timeout time.Duration) []clu
 	last := ""
 	w.waitFor(timeout, fmt.Sprintf("%d machines done", want), func() bool {
 		rows := w.logTable(&last)
-		done := 0
-		for _, r := range rows {
-			if r.Done() {
-				done++
-			}
-		}
-		return done == want && len(rows) == want
+		return stack.CountDone(rows) == want && len(rows) == want
 	})
 	var machines clusterv1.MachineList
 	if err := w.c.List(context.Background(), &machines, client.InNamespace(w.Namespace)); err != nil {

@@ -85,12 +85,7 @@ func run() error {
 		if err == nil {
 			var b bytes.Buffer
 			stack.WriteTable(&b, rows)
-			done := 0
-			for _, r := range rows {
-				if r.Done() {
-					done++
-				}
-			}
+			done := stack.CountDone(rows)
 			if b.String() != last || time.Since(lastPrint) > 15*time.Second {
 				fmt.Printf("\n%s  machines running: %d/%d (%s)\n%s", time.Now().Format("15:04:05"), done, want, time.Since(began).Round(time.Second), b.String())
 				last, lastPrint = b.String(), time.Now()

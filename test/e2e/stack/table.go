@@ -36,6 +36,17 @@ func (r MachineRow) Done() bool {
 	return r.Phase == string(clusterv1.MachinePhaseRunning) && r.Node != "" && r.Host == string(infrav1.HostBootstrapped)
 }
 
+// CountDone counts the rows that are Done.
+func CountDone(rows []MachineRow) int {
+	n := 0
+	for _, r := range rows {
+		if r.Done() {
+			n++
+		}
+	}
+	return n
+}
+
 // MachineTable reads the Machines of a namespace with their bootstrap
 // configs and hosts, sorted by name.
 func MachineTable(ctx context.Context, c client.Client, namespace string) ([]MachineRow, error) {
