@@ -328,9 +328,9 @@ func TestClusterctlAcceptsTheRelease(t *testing.T) {
 		vars map[string]string
 		want []string
 	}{
-		"defaults": {nil, []string{"KubeadmBootstrapFormatIgnition=false", "KubeadmBootstrapFormatRaw=false", "MachinePool=true", "--bootstrap-token-ttl=15m"}},
-		"set": {map[string]string{"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW": "true", "EXP_MACHINE_POOL": "false", "KUBEADM_BOOTSTRAP_TOKEN_TTL": "30m"},
-			[]string{"KubeadmBootstrapFormatIgnition=true", "KubeadmBootstrapFormatRaw=true", "MachinePool=false", "--bootstrap-token-ttl=30m"}},
+		"defaults": {nil, []string{"KubeadmBootstrapFormatIgnition=false", "KubeadmBootstrapFormatRaw=false", "MachinePool=true", "--bootstrap-token-ttl=15m", "--bootstrap-data-size-limit=0"}},
+		"set": {map[string]string{"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW": "true", "EXP_MACHINE_POOL": "false", "KUBEADM_BOOTSTRAP_TOKEN_TTL": "30m", "KUBEADM_BOOTSTRAP_DATA_SIZE_LIMIT": "16384"},
+			[]string{"KubeadmBootstrapFormatIgnition=true", "KubeadmBootstrapFormatRaw=true", "MachinePool=false", "--bootstrap-token-ttl=30m", "--bootstrap-data-size-limit=16384"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := clusterctlGenerate(t, dir, tc.vars)

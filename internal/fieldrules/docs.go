@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"strings"
 
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
 // Markdown renders the table as docs/formats.md.
@@ -49,7 +52,9 @@ func Markdown() string {
 	b.WriteString("- A Container Linux Config may only place files, directories and links on the root filesystem (Ignition 3\n")
 	b.WriteString("  places them by path: the OEM partition is `/oem` on current Flatcar), and may not declare filesystems (swap,\n")
 	b.WriteString("  data disks: use `diskSetup` and `mounts`, or Butane) or `networkd` units (write them as files under\n")
-	b.WriteString("  `/etc/systemd/network`). Each is refused naming its field, instead of landing elsewhere.\n")
+	b.WriteString("  `/etc/systemd/network`). Each is refused naming its field, instead of landing elsewhere. What Ignition 2\n")
+	b.WriteString("  only warned about but Ignition 3 refuses (a partition label with `:`, which was truncated) is refused with\n")
+	b.WriteString("  Ignition's reason.\n")
 	b.WriteString("- Butane or a Container Linux Config merged on top of the bootstrap may extend it (drop-ins for\n")
 	b.WriteString("  `kubeadm.service`, other files and units) but not undo it: files, directories or links at\n")
 	b.WriteString("  `/etc/kubeadm.yml`, `/etc/kubeadm.sh`, `/etc/kubeadm.done`, under `/etc/kubernetes/pki` or `/run/cluster-api`,\n")
@@ -61,6 +66,14 @@ func Markdown() string {
 	b.WriteString("- A `files[].path` equal to `joinConfiguration.discovery.file.kubeConfigPath` is refused when the spec\n")
 	b.WriteString("  carries `discovery.file.kubeConfig`: the provider writes that kubeconfig there, and two writers of one\n")
 	b.WriteString("  path would leave whichever ran last.\n")
+	b.WriteString(placeholderSection())
+	b.WriteString("\n## Size limits and compression\n\n")
+	b.WriteString("`gzipUserData: true` (beyond upstream) delivers the data gzip-compressed in the form each consumer\n")
+	b.WriteString("undoes by itself: for `cloud-config` the whole user data is gzipped (cloud-init recognises gzip and\n")
+	b.WriteString("decompresses before reading the jinja and `#cloud-config` lines); for `ignition` the data is a small\n")
+	b.WriteString("Ignition config whose `ignition.config.replace` is the full config as a gzip-compressed data URL\n")
+	b.WriteString("(`compression: gzip`), which Ignition fetches and decompresses before it does anything. Measured sizes\n")
+	b.WriteString("and the common limits are in [sizes.md](sizes.md); `render --size-report` measures any config.\n")
 	b.WriteString("\n## What the Ignition output does that cloud-init would\n\n")
 	b.WriteString("- `users[].sudo`: one `/etc/sudoers.d/` drop-in per user, named so that sudo reads it (sudo skips\n")
 	b.WriteString("  names with `.` or ending in `~`, so `jane.doe` gets `jane_doe`; names stay unique).\n")
@@ -73,5 +86,51 @@ func Markdown() string {
 	b.WriteString("  succeeded, as upstream moves it away.\n")
 	b.WriteString("- `mounts`: one mount unit per entry; a sixth field (fstab's fsck pass) other than 0 makes the mount wait\n")
 	b.WriteString("  for `systemd-fsck@` of its block device, as systemd's fstab generator does.\n")
+	return b.String()
+}
+
+// placeholderSection documents the {{ ds.meta_data.* }} contract per format.
+func placeholderSection() string {
+	var b strings.Builder
+	b.WriteString("\n## Placeholders: `{{ ds.meta_data.* }}`\n\n")
+	b.WriteString("Templates often name nodes and set kubelet arguments with cloud-init's instance data, e.g.\n")
+	b.WriteString("`nodeRegistration.name: '{{ ds.meta_data.local_hostname }}'`. What each format does with them:\n\n")
+	b.WriteString("- `cloud-config`: the output starts with `## template: jinja`, so cloud-init renders any Jinja on the\n")
+	b.WriteString("  machine, anywhere in the user data (as upstream).\n")
+	b.WriteString("- `ignition` and `raw` have no Jinja. In kubeadm configuration (`clusterConfiguration`,\n")
+	b.WriteString("  `initConfiguration`, `joinConfiguration`) they fill the placeholders below; any other Jinja there (other\n")
+	b.WriteString("  keys, filters, method calls such as `.split(\".\")`, statements) is refused at admission, naming the field,\n")
+	b.WriteString("  because kubeadm would read it verbatim.\n\n")
+	b.WriteString("| metadata | spellings (quotes, `[\"x\"]` and `-`/`_` as cloud-init allows) | `ignition`: Afterburn attribute names tried, in order |\n|---|---|---|\n")
+	for _, k := range rawv1.MetadataKeys {
+		var spell []string
+		for _, s := range placeholders.Spellings[k] {
+			spell = append(spell, "`{{ "+s+" }}`")
+		}
+		attrs := placeholders.AfterburnAttributes[k]
+		last := ""
+		if k == rawv1.MetadataLocalHostname {
+			last = ", then the machine's `hostname`"
+		}
+		var names []string
+		for _, a := range attrs {
+			if n, ok := strings.CutPrefix(a, "COREOS_"); ok {
+				names = append(names, n)
+			}
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s, each as `COREOS_<name>` (Flatcar), then as `AFTERBURN_<name>`%s |\n",
+			k, strings.Join(spell, ", "), strings.Join(names, ", "), last)
+	}
+	b.WriteString("\n- `ignition`: when the kubeadm configuration has placeholders, `kubeadm.service` wants and runs after\n")
+	fmt.Fprintf(&b, "  `coreos-metadata.service` (Afterburn) and loads `%s` (and `/run/metadata/coreos`, where older\n", ignitionguard.MetadataEnvFile)
+	b.WriteString("  templates' own units write `COREOS_CUSTOM_*`) as its environment; `/etc/kubeadm.sh` fills the placeholders\n")
+	b.WriteString("  before any `preKubeadmCommands`, as cloud-init renders before anything runs. `COREOS_CUSTOM_*` (what a\n")
+	b.WriteString("  provider writes itself) comes first. A key no attribute carries stops the bootstrap with a message naming\n")
+	b.WriteString("  it; a value other than letters, digits and `._:-` too (it would change the YAML around it). Outside kubeadm\n")
+	b.WriteString("  configuration (files, commands, users, mounts, disks, ntp) Ignition writes text verbatim, so cloud-init's\n")
+	fmt.Fprintf(&b, "  instance data there is refused; commands can read `%s` themselves.\n", ignitionguard.MetadataEnvFile)
+	b.WriteString("- `raw`: the `BootstrapFiles` document lists each placeholder's exact text and metadata key under\n")
+	b.WriteString("  `placeholders`; the agent replaces them in `value` before kubeadm runs (`pkg/rawagent`: `Agent.Metadata`;\n")
+	b.WriteString("  see [raw-format.md](raw-format.md)).\n")
 	return b.String()
 }

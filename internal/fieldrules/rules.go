@@ -231,6 +231,10 @@ var Rules = []Rule{
 		func(s *bootstrapv1.KubeadmConfigSpec) bool { return s.Verbosity != nil },
 		map[bootstrapv1.Format]Treatment{bootstrapv1.Raw: {Verdict: Rejected, Note: "the agent chooses how to run kubeadm"}},
 		func(s *bootstrapv1.KubeadmConfigSpec) { s.Verbosity = ptr.To[int32](5) }),
+	whole("gzipUserData", "deliver the data gzip-compressed, as its consumer decompresses it (beyond upstream; see Size limits)",
+		func(s *bootstrapv1.KubeadmConfigSpec) bool { return ptr.Deref(s.GzipUserData, false) },
+		map[bootstrapv1.Format]Treatment{bootstrapv1.Raw: {Verdict: Rejected, Note: "the agent reads the data secret as it is, not through size-limited user data; false is accepted"}},
+		func(s *bootstrapv1.KubeadmConfigSpec) { s.GzipUserData = ptr.To(true) }),
 	{
 		Field: "ignition", Description: "Ignition-only settings: containerLinuxConfig or butane (mutually exclusive)",
 		Formats: map[bootstrapv1.Format]Treatment{

@@ -89,7 +89,7 @@ func TestRawReportsEveryFieldAtOnce(t *testing.T) {
 		}
 	}
 	errs := Validate(spec, gates(t, true, true), field.NewPath("spec"))
-	want := []string{"spec.files", "spec.diskSetup", "spec.mounts", "spec.bootCommands", "spec.preKubeadmCommands", "spec.postKubeadmCommands", "spec.users", "spec.ntp", "spec.verbosity", "spec.ignition"}
+	want := []string{"spec.files", "spec.diskSetup", "spec.mounts", "spec.bootCommands", "spec.preKubeadmCommands", "spec.postKubeadmCommands", "spec.users", "spec.ntp", "spec.verbosity", "spec.gzipUserData", "spec.ignition"}
 	got := strings.Join(paths(errs), ",")
 	for _, p := range want {
 		if !strings.Contains(got+",", p+",") {
@@ -263,5 +263,50 @@ func TestExtraIgnitionCannotUndoTheBootstrap(t *testing.T) {
 	spec.Ignition.ContainerLinuxConfig = upstreambootstrapv1.ContainerLinuxConfig{AdditionalConfig: "systemd:\n  units:\n  - name: kubeadm.service\n    enable: false\n    mask: true\n"}
 	if msg := Validate(spec, gates(t, true, true), field.NewPath("spec")).ToAggregate(); msg == nil || !strings.Contains(msg.Error(), "spec.ignition.containerLinuxConfig.additionalConfig") || !strings.Contains(msg.Error(), "kubeadm.service") {
 		t.Errorf("CLC masking kubeadm.service: %v", msg)
+	}
+}
+
+func TestPlaceholdersEachFormatCannotFillAreRefused(t *testing.T) {
+	on := gates(t, true, true)
+	for _, tc := range []struct {
+		name  string
+		set   func(*bootstrapv1.KubeadmConfigSpec)
+		paths map[bootstrapv1.Format]string // "" means admitted
+	}{
+		{"supported spellings", func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.JoinConfiguration.NodeRegistration.Name = "{{ ds.meta_data['local_hostname'] }}"
+			s.JoinConfiguration.NodeRegistration.KubeletExtraArgs = []upstreambootstrapv1.Arg{{Name: "provider-id", Value: ptr.To("x:///{{ v1.instance_id }}")}}
+		}, nil},
+		{"a Jinja method call in the node name", func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.JoinConfiguration.NodeRegistration.Name = `{{ ds.meta_data.local_hostname.split(".")[0] }}`
+		}, map[bootstrapv1.Format]string{bootstrapv1.Ignition: "spec.joinConfiguration.nodeRegistration.name", bootstrapv1.Raw: "spec.joinConfiguration.nodeRegistration.name"}},
+		{"unsupported metadata in a kubelet argument", func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.InitConfiguration.NodeRegistration.KubeletExtraArgs = []upstreambootstrapv1.Arg{{Name: "node-labels", Value: ptr.To("zone={{ ds.meta_data.zone }}")}}
+		}, map[bootstrapv1.Format]string{bootstrapv1.Ignition: "spec.initConfiguration.nodeRegistration.kubeletExtraArgs[0].value", bootstrapv1.Raw: "spec.initConfiguration.nodeRegistration.kubeletExtraArgs[0].value"}},
+		{"instance data in a file (ignition writes it verbatim)", func(s *bootstrapv1.KubeadmConfigSpec) {
+			if s.Format != bootstrapv1.Raw {
+				s.Files = []upstreambootstrapv1.File{{Path: "/etc/x", Content: "host={{ v1.local_hostname }}"}}
+			}
+		}, map[bootstrapv1.Format]string{bootstrapv1.Ignition: "spec.files[0].content"}},
+		{"a Go template in a file is not cloud-init's", func(s *bootstrapv1.KubeadmConfigSpec) {
+			if s.Format != bootstrapv1.Raw {
+				s.Files = []upstreambootstrapv1.File{{Path: "/etc/x", Content: "image: {{ .Values.image }}"}}
+			}
+		}, nil},
+	} {
+		for _, format := range bootstrapv1.Formats {
+			spec := joinSpec(format)
+			tc.set(spec)
+			errs := Validate(spec, on, field.NewPath("spec"))
+			want := tc.paths[format]
+			switch {
+			case want == "" && len(errs) != 0:
+				t.Errorf("%s, %s: refused: %v", tc.name, format, errs.ToAggregate())
+			case want != "" && (len(errs) != 1 || errs[0].Field != want):
+				t.Errorf("%s, %s: want one error at %s, got %v", tc.name, format, want, errs.ToAggregate())
+			case want != "" && !strings.Contains(errs[0].Detail, "{{ ds.meta_data.local_hostname }}") && !strings.Contains(errs[0].Detail, "verbatim"):
+				t.Errorf("%s, %s: the message does not say what is supported: %s", tc.name, format, errs[0].Detail)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	"strings"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -18,6 +19,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/clc"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
 // formatGates maps the gated formats to their feature gate.
@@ -58,6 +60,7 @@ func ValidateWithWarnings(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate
 	}
 
 	errs = append(errs, CheckFormatFields(spec, base)...)
+	errs = append(errs, validatePlaceholders(spec, format, base)...)
 	var warnings []string
 	if format == bootstrapv1.Ignition {
 		ignErrs, ignWarnings := validateIgnitionSpec(&spec.Ignition, base.Child("ignition"))
@@ -106,6 +109,58 @@ func validateDiscoveryFilePath(spec *bootstrapv1.KubeadmConfigSpec, base *field.
 		}
 	}
 	return errs
+}
+
+// validatePlaceholders refuses the Jinja a format without cloud-init cannot
+// honour: kubeadm (or Ignition, for files and commands) would take the text
+// verbatim, and the machine would get a node named "{{ ds.meta_data.x }}".
+func validatePlaceholders(spec *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList {
+	fills := map[bootstrapv1.Format]string{
+		bootstrapv1.Ignition: "from Afterburn's metadata",
+		bootstrapv1.Raw:      "by declaring them for the agent",
+	}[format]
+	if fills == "" {
+		return nil // cloud-init renders the cloud-config output as a Jinja template
+	}
+	var errs field.ErrorList
+	for _, k := range []struct {
+		name string
+		v    any
+	}{{"clusterConfiguration", &spec.ClusterConfiguration}, {"initConfiguration", &spec.InitConfiguration}, {"joinConfiguration", &spec.JoinConfiguration}} {
+		for _, f := range placeholders.InStrings(k.v, base.Child(k.name)) {
+			if !f.Supported() {
+				errs = append(errs, field.Invalid(f.Path, shownPlaceholder(f.Text), fmt.Sprintf(
+					"the %s format fills only %s in kubeadm configuration (%s); kubeadm would read any other Jinja verbatim",
+					format, placeholders.SupportedSummary(), fills)))
+			}
+		}
+	}
+	if format != bootstrapv1.Ignition {
+		return errs // raw rejects every other field
+	}
+	for _, x := range []struct {
+		name string
+		v    any
+	}{{"files", spec.Files}, {"preKubeadmCommands", spec.PreKubeadmCommands}, {"postKubeadmCommands", spec.PostKubeadmCommands},
+		{"users", spec.Users}, {"mounts", spec.Mounts}, {"diskSetup", &spec.DiskSetup}, {"ntp", &spec.NTP}} {
+		for _, f := range placeholders.InStrings(x.v, base.Child(x.name)) {
+			if f.InstanceData {
+				errs = append(errs, field.Invalid(f.Path, shownPlaceholder(f.Text), fmt.Sprintf(
+					"Ignition writes this verbatim: the ignition format fills cloud-init's instance data only in kubeadm configuration; "+
+						"commands can read Afterburn's metadata from %s", ignitionguard.MetadataEnvFile)))
+			}
+		}
+	}
+	return errs
+}
+
+// shownPlaceholder is the bad value shown for a placeholder: the short
+// expression itself, never the text around it.
+func shownPlaceholder(text string) any {
+	if len(text) > 80 || strings.ContainsAny(text, "\n") {
+		return field.OmitValueType{}
+	}
+	return text
 }
 
 // redact drops structured bad values (a whole file, user or kubeconfig user)

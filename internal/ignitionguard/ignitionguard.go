@@ -24,6 +24,9 @@ const (
 	DoneMarker = "/etc/kubeadm.done"
 	// UnitName is the oneshot unit that bootstraps the node.
 	UnitName = "kubeadm.service"
+	// MetadataEnvFile is where Flatcar's Afterburn (coreos-metadata.service)
+	// writes the machine's metadata as environment variables.
+	MetadataEnvFile = "/run/metadata/flatcar"
 )
 
 // protectedDirs hold what kubeadm and Cluster API read: the cluster's

@@ -100,23 +100,12 @@ func KubeadmConfigIn(format string, value []byte) (string, []byte, error) {
 			files = append(files, file{f.Path, []byte(f.Content)})
 		}
 	case "ignition":
-		var c struct {
-			Storage struct {
-				Files []struct {
-					Path     string
-					Contents struct{ Source string }
-				}
-			}
+		dataFiles, err := ignitionDataFiles(value)
+		if err != nil {
+			return "", nil, err
 		}
-		if err := json.Unmarshal(value, &c); err != nil {
-			return "", nil, fmt.Errorf("ignition config does not parse: %w", err)
-		}
-		for _, f := range c.Storage.Files {
-			u, err := dataurl.DecodeString(f.Contents.Source)
-			if err != nil {
-				continue // not a data URL: not written by the bootstrap
-			}
-			files = append(files, file{f.Path, u.Data})
+		for _, f := range dataFiles {
+			files = append(files, file{f.path, f.content})
 		}
 	default:
 		return "", nil, fmt.Errorf("unknown format %q", format)
@@ -127,6 +116,50 @@ func KubeadmConfigIn(format string, value []byte) (string, []byte, error) {
 		}
 	}
 	return "", nil, fmt.Errorf("the %s data writes no kubeadm configuration", format)
+}
+
+type ignitionFile struct {
+	path    string
+	content []byte
+}
+
+// ignitionDataFiles returns the files an Ignition config writes from data
+// URLs (every file the bootstrap writes), in order.
+func ignitionDataFiles(config []byte) ([]ignitionFile, error) {
+	var c struct {
+		Storage struct {
+			Files []struct {
+				Path     string
+				Contents struct{ Source string }
+			}
+		}
+	}
+	if err := json.Unmarshal(config, &c); err != nil {
+		return nil, fmt.Errorf("ignition config does not parse: %w", err)
+	}
+	var out []ignitionFile
+	for _, f := range c.Storage.Files {
+		u, err := dataurl.DecodeString(f.Contents.Source)
+		if err != nil {
+			continue // not a data URL: not written by the bootstrap
+		}
+		out = append(out, ignitionFile{f.Path, u.Data})
+	}
+	return out, nil
+}
+
+// IgnitionFile returns the content an Ignition config writes at path.
+func IgnitionFile(config []byte, path string) ([]byte, error) {
+	files, err := ignitionDataFiles(config)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if f.path == path {
+			return f.content, nil
+		}
+	}
+	return nil, fmt.Errorf("the ignition config writes no %s", path)
 }
 
 // BootstrapData checks a data secret's value with its format's own consumer
@@ -221,4 +254,100 @@ func interpreterOf(script string) (string, error) {
 		return "", fmt.Errorf("%s has an empty #! line", script)
 	}
 	return fields[0], nil
+}
+
+// CloudInitRender renders Jinja user data the way cloud-init does on a machine
+// (`cloud-init devel render`), with instance data that holds the given
+// meta-data (keys as a datasource names them, e.g. local-hostname).
+func CloudInitRender(userData []byte, metaData map[string]string) ([]byte, error) {
+	// cloud-init's standardised v1 keys, in both spellings its own
+	// instance-data.json carries, beside the datasource's meta-data.
+	v1 := map[string]string{}
+	for _, k := range []string{"local-hostname", "instance-id"} {
+		v1[k] = metaData[k]
+		v1[strings.ReplaceAll(k, "-", "_")] = metaData[k]
+	}
+	instance, err := json.Marshal(map[string]any{"v1": v1, "ds": map[string]any{"meta_data": metaData}})
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "render-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	idPath := filepath.Join(dir, "instance-data.json")
+	if err := os.WriteFile(idPath, instance, 0o600); err != nil {
+		return nil, err
+	}
+	out, err := runOn(testbin.CloudInit, userData, func(f string) []string { return []string{"devel", "render", "-i", idPath, f} })
+	if err != nil {
+		return nil, fmt.Errorf("cloud-init devel render: %v: %s", err, out)
+	}
+	return []byte(out), nil
+}
+
+// UserDataPart is one part of user data as cloud-init classified it.
+type UserDataPart struct {
+	Type    string `json:"type"`
+	Payload []byte `json:"payload"`
+}
+
+// CloudInitUserData is what cloud-init's own user-data processor makes of
+// blob on a machine: each part's content type and payload, after cloud-init
+// undid any compression.
+func CloudInitUserData(blob []byte) ([]UserDataPart, error) {
+	bin, err := testbin.Path(testbin.CloudInit)
+	if err != nil {
+		return nil, err
+	}
+	python, err := interpreterOf(bin)
+	if err != nil {
+		return nil, err
+	}
+	const processor = `import sys, json, base64
+from cloudinit import user_data
+msg = user_data.UserDataProcessor({}).process(sys.stdin.buffer.read())
+out = []
+for part in msg.walk():
+    if part.get_content_maintype() == "multipart":
+        continue
+    out.append({"type": part.get_content_type(), "payload": base64.b64encode(part.get_payload(decode=True)).decode()})
+json.dump(out, sys.stdout)
+`
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(python, "-c", processor)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(blob), &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("cloud-init's user-data processor: %v: %s", err, stderr.String())
+	}
+	var parts []UserDataPart
+	return parts, json.Unmarshal(stdout.Bytes(), &parts)
+}
+
+// IgnitionFetched runs Ignition's own fetch-offline stage on config and
+// returns the config Ignition goes on to apply (its config cache): replaced
+// and merged configs fetched, decompressed and parsed, as on a machine.
+func IgnitionFetched(config []byte) ([]byte, error) {
+	bin, err := testbin.Path(testbin.Ignition)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "ignition-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	in := filepath.Join(dir, "user.ign")
+	if err := os.WriteFile(in, config, 0o600); err != nil {
+		return nil, err
+	}
+	cache := filepath.Join(dir, "cache.json")
+	cmd := exec.Command(bin, "-stage", "fetch-offline", "-platform", "file", "-root", filepath.Join(dir, "root"), "-log-to-stdout",
+		"-config-cache", cache, "-state-file", filepath.Join(dir, "state.json"), "-neednet", filepath.Join(dir, "neednet"))
+	cmd.Env = append(os.Environ(), "IGNITION_CONFIG_FILE="+in)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ignition -stage fetch-offline: %v: %s", err, out)
+	}
+	return os.ReadFile(cache)
 }

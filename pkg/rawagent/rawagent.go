@@ -1,7 +1,8 @@
 // Package rawagent runs `raw` bootstrap data on a machine: what the agent of an
 // agent-based infrastructure provider does once Cluster API hands it a data
 // secret. It writes the files the data lists, runs kubeadm with the
-// configuration, and writes Cluster API's success sentinel.
+// configuration (its placeholders filled with the machine's metadata) and
+// writes Cluster API's success sentinel.
 //
 // The data is a data secret's Data map (keys `value`, `format`, `files`); see
 // docs/raw-format.md and the document types in bootstrap/kubeadm/api/raw/v1alpha1.
@@ -18,6 +19,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -48,6 +50,10 @@ type Agent struct {
 	Root string
 	// Stdout and Stderr receive kubeadm's output; nil discards it.
 	Stdout, Stderr io.Writer
+	// Metadata is what this machine knows about itself (its hostname, its
+	// instance id, ...), for the placeholders the data declares. Data that
+	// declares a placeholder whose key is missing here is refused.
+	Metadata map[rawv1.MetadataKey]string
 }
 
 // Plan is what the agent will do with a data secret.
@@ -57,6 +63,29 @@ type Plan struct {
 	Config []byte
 	// Files are written before kubeadm runs.
 	Files []rawv1.File
+	// Placeholders are filled in Config with the machine's metadata.
+	Placeholders []rawv1.Placeholder
+}
+
+// metadataValue is what a metadata value may hold: it lands in YAML, inside
+// whatever quotes the configuration put around the placeholder.
+var metadataValue = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
+
+// Fill returns the configuration with every declared placeholder replaced
+// by its metadata value.
+func (p *Plan) Fill(metadata map[rawv1.MetadataKey]string) ([]byte, error) {
+	config := p.Config
+	for _, ph := range p.Placeholders {
+		v, ok := metadata[ph.Metadata]
+		if !ok {
+			return nil, fmt.Errorf("the data needs the machine's %s (for %s), which this agent was not given", ph.Metadata, ph.Text)
+		}
+		if !metadataValue.MatchString(v) {
+			return nil, fmt.Errorf("the machine's %s has characters a kubeadm configuration value cannot take as-is", ph.Metadata)
+		}
+		config = bytes.ReplaceAll(config, []byte(ph.Text), []byte(v))
+	}
+	return config, nil
 }
 
 // Parse reads a data secret's Data. It refuses data that is not raw.
@@ -83,7 +112,12 @@ func Parse(data map[string][]byte) (*Plan, error) {
 				return nil, fmt.Errorf("file path %q is not a clean absolute path", f.Path)
 			}
 		}
-		p.Action, p.Files = files.Action, files.Files
+		for _, ph := range files.Placeholders {
+			if ph.Text == "" || ph.Metadata == "" {
+				return nil, errors.New("a placeholder of the BootstrapFiles document has no text or no metadata key")
+			}
+		}
+		p.Action, p.Files, p.Placeholders = files.Action, files.Files, files.Placeholders
 	}
 	kinds := documentKinds(value)
 	switch {
@@ -134,6 +168,10 @@ func (a *Agent) Run(ctx context.Context, data map[string][]byte) error {
 	if err != nil {
 		return err
 	}
+	config, err := p.Fill(a.Metadata)
+	if err != nil {
+		return err
+	}
 	for _, f := range p.Files {
 		if err := a.writeFile(f); err != nil {
 			return err
@@ -143,7 +181,7 @@ func (a *Agent) Run(ctx context.Context, data map[string][]byte) error {
 	if configPath == "" {
 		configPath = DefaultConfigPath
 	}
-	if err := a.write(configPath, p.Config, 0o600); err != nil {
+	if err := a.write(configPath, config, 0o600); err != nil {
 		return err
 	}
 	verb := "init"

@@ -114,3 +114,37 @@ func TestRunWithoutSuccessLeavesNoSentinel(t *testing.T) {
 		t.Fatalf("sentinel written after a failure: %v", err)
 	}
 }
+
+func TestFillReplacesDeclaredPlaceholders(t *testing.T) {
+	value := joinConfig + "nodeRegistration:\n  name: '{{ ds.meta_data[''local_hostname''] }}'\n  kubeletExtraArgs:\n  - name: node-ip\n    value: '{{ ds.meta_data.local_ipv4 }}'\n"
+	files := `apiVersion: raw.bootstrap.cluster.x-k8s.io/v1alpha1
+kind: BootstrapFiles
+action: join
+files: []
+placeholders:
+- text: "{{ ds.meta_data[''local_hostname''] }}"
+  metadata: local-hostname
+- text: "{{ ds.meta_data.local_ipv4 }}"
+  metadata: local-ipv4
+`
+	p, err := rawagent.Parse(map[string][]byte{"format": []byte("raw"), "value": []byte(value), "files": []byte(files)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := map[rawv1.MetadataKey]string{rawv1.MetadataLocalHostname: "node-1", rawv1.MetadataLocalIPv4: "10.0.0.1"}
+	got, err := p.Fill(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), "name: 'node-1'") || !strings.Contains(string(got), "value: '10.0.0.1'") || strings.Contains(string(got), "{{") {
+		t.Errorf("filled:\n%s", got)
+	}
+	delete(md, rawv1.MetadataLocalIPv4)
+	if _, err := p.Fill(md); err == nil || !strings.Contains(err.Error(), "local-ipv4") {
+		t.Errorf("missing metadata: %v, want an error naming local-ipv4", err)
+	}
+	md[rawv1.MetadataLocalIPv4] = "10.0.0.1'\nkind: x"
+	if _, err := p.Fill(md); err == nil {
+		t.Error("a value that would break the YAML was accepted")
+	}
+}

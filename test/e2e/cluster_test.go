@@ -312,6 +312,19 @@ func (w *workloadCluster) workerData() map[string]string {
 	return out
 }
 
+// expectGzipped checks that the data a machine ran (its spec had
+// gzipUserData) is compressed the way its consumer reads it.
+func (w *workloadCluster) expectGzipped(machine string, compressed func([]byte) bool) {
+	w.t.Helper()
+	s := &corev1.Secret{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: machine}, s); err != nil {
+		w.t.Fatal(err)
+	}
+	if !compressed(s.Data["value"]) {
+		w.t.Errorf("%s: its %s data is not compressed (%d bytes)", machine, s.Data["format"], len(s.Data["value"]))
+	}
+}
+
 // expectEachAPIServerWithItsEtcd checks there are want control-plane Nodes and
 // that the API server on each answers with a healthy etcd (its own member):
 // kube-apiserver talks to the etcd on 127.0.0.1 of its host.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -23,11 +24,13 @@ func TestCloudConfigCluster(t *testing.T) {
 	w := newWorkloadCluster(t, "cloud-config")
 	w.controlPlaneMachine("cloud-config-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "retired", Inactive: ptr.To(true)}, {Name: "ops", Passwd: "$6$rounds=4096$salt$hash"}}
+		s.GzipUserData = ptr.To(true) // cloud-init decompresses it itself
 	})
 	w.machineDeployment("cloud-config-md", bootstrapv1.CloudConfig, 2, 0)
 	machines := w.waitForMachines(3, 5*time.Minute)
 	w.expectNodes(machines)
 	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init"})
+	w.expectGzipped("cloud-config-cp-0", func(v []byte) bool { return bytes.HasPrefix(v, []byte{0x1f, 0x8b}) })
 	// What cloud-init made of the users (shadow(5): field 2 the password,
 	// "!" first when locked; field 8 the account's expiry in days).
 	for _, tc := range []struct{ user, field, want string }{
@@ -60,11 +63,13 @@ func TestIgnitionCluster(t *testing.T) {
 	w := newWorkloadCluster(t, "ignition")
 	w.controlPlaneMachine("ignition-cp-0", bootstrapv1.Ignition, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "jane.doe", Sudo: "ALL=(ALL) NOPASSWD:ALL"}}
+		s.GzipUserData = ptr.To(true) // Ignition replaces the config with the gzip-compressed one
 	})
 	w.machineDeployment("ignition-md", bootstrapv1.Ignition, 2, 0)
 	machines := w.waitForMachines(3, 5*time.Minute)
 	w.expectNodes(machines)
 	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Ignition: "ignition"})
+	w.expectGzipped("ignition-cp-0", func(v []byte) bool { return bytes.Contains(v, []byte(`"compression":"gzip"`)) })
 	// Ignition created the user and a sudoers drop-in sudo reads (no "." in
 	// its name); kubeadm's configuration, which holds the token, is gone.
 	if out := w.onHost("ignition-cp-0", "id", "jane.doe"); !strings.Contains(out, "jane.doe") {

@@ -6,8 +6,8 @@
 // sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1, and every field the
 // two projects share goes through upstream's conversion functions. Between
 // them and this provider's hub sits one step, hub ↔ upstream's v1beta2, which
-// differs from ours only by what this project adds: format "raw" and
-// spec.ignition.butane. v1beta1 cannot express either, so they travel in
+// differs from ours only by what this project adds: format "raw",
+// spec.ignition.butane and spec.gzipUserData. v1beta1 cannot express them, so they travel in
 // Cluster API's conversion-data annotation, which here holds this provider's
 // hub object instead of upstream's (a superset, so upstream's own restore code
 // still finds every field it looks for).
@@ -136,8 +136,9 @@ func storedHub(obj metav1.Object, into any) (bool, error) {
 // writer chose otherwise: format raw comes back while the v1beta1 format is
 // still empty (as down-conversion left it), and Butane comes back while the
 // format is ignition and no Container Linux Config took its place (the two
-// exclude each other).
+// exclude each other); gzipUserData always comes back.
 func restoreExtensions(restored, dst *bootstrapv1.KubeadmConfigSpec) {
+	dst.GzipUserData = restored.GzipUserData
 	if restored.Format == bootstrapv1.Raw && dst.Format == "" {
 		dst.Format = bootstrapv1.Raw
 	}
@@ -148,8 +149,8 @@ func restoreExtensions(restored, dst *bootstrapv1.KubeadmConfigSpec) {
 
 // toUpstreamSpec maps this provider's spec onto upstream's v1beta2 spec. The
 // shared fields have the same types; format raw, which upstream's schema
-// lacks, becomes empty and Butane is left out (both kept by the caller in the
-// conversion-data annotation).
+// lacks, becomes empty, and Butane and gzipUserData are left out (all kept by
+// the caller in the conversion-data annotation).
 func toUpstreamSpec(in *bootstrapv1.KubeadmConfigSpec) upstreamv1beta2.KubeadmConfigSpec {
 	out := upstreamv1beta2.KubeadmConfigSpec{
 		ClusterConfiguration: in.ClusterConfiguration,

@@ -20,11 +20,16 @@ import (
 // kubeadm and control-plane binaries hack/tools.sh builds.
 const KubernetesVersion = "v1.36.3"
 
+// NodeNamePlaceholder names nodes the way many real templates do; each
+// format's consumer on the simulated host fills it with the host's name
+// (cloud-init's Jinja, Afterburn's attributes, the raw agent's metadata).
+const NodeNamePlaceholder = "{{ ds.meta_data.local_hostname }}"
+
 // NoRuntime is what every spec of the stack's clusters sets: the simulated
 // hosts have no container runtime and no kubelet binary, which kubeadm's
-// preflight checks look for.
+// preflight checks look for. The node name is the placeholder.
 func NoRuntime() upstreambootstrapv1.NodeRegistrationOptions {
-	return upstreambootstrapv1.NodeRegistrationOptions{IgnorePreflightErrors: []string{"all"}}
+	return upstreambootstrapv1.NodeRegistrationOptions{Name: NodeNamePlaceholder, IgnorePreflightErrors: []string{"all"}}
 }
 
 // Cluster is what a workload cluster's objects are built from.

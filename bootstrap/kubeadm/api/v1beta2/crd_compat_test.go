@@ -100,14 +100,15 @@ func enumValues(s apiextensionsv1.JSONSchemaProps) []string {
 }
 
 // compareToUpstream returns every difference between ours and upstream's schema
-// other than the documented additions: `raw` in the format enum and the
-// ignition.butane subtree.
+// other than the documented additions: `raw` in the format enum, the
+// ignition.butane subtree and gzipUserData.
 func compareToUpstream(upstream, ours *apiextensionsv1.JSONSchemaProps, specPath string) []string {
 	up, our := map[string]*apiextensionsv1.JSONSchemaProps{}, map[string]*apiextensionsv1.JSONSchemaProps{}
 	flatten("", upstream, up)
 	flatten("", ours, our)
 	formatPath := specPath + ".format"
 	butanePath := specPath + ".ignition.butane"
+	gzipPath := specPath + ".gzipUserData"
 
 	var problems []string
 	for path, u := range up {
@@ -136,13 +137,15 @@ func compareToUpstream(upstream, ours *apiextensionsv1.JSONSchemaProps, specPath
 		if _, ok := up[path]; ok {
 			continue
 		}
-		if path == butanePath || strings.HasPrefix(path, butanePath+".") {
+		if path == butanePath || strings.HasPrefix(path, butanePath+".") || path == gzipPath {
 			continue
 		}
 		problems = append(problems, fmt.Sprintf("%s: not in upstream and not a documented addition", path))
 	}
-	if _, ok := our[butanePath]; !ok {
-		problems = append(problems, butanePath+": missing")
+	for _, added := range []string{butanePath, gzipPath} {
+		if _, ok := our[added]; !ok {
+			problems = append(problems, added+": missing")
+		}
 	}
 	sort.Strings(problems)
 	return problems

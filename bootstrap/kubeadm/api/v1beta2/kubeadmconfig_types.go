@@ -125,6 +125,14 @@ type KubeadmConfigSpec struct {
 	// ignition holds settings that only apply to the ignition format.
 	// +optional
 	Ignition IgnitionSpec `json:"ignition,omitempty,omitzero"`
+
+	// gzipUserData delivers the bootstrap data gzip-compressed, in the form its
+	// consumer reads natively: gzipped user data for cloud-init; for ignition, a
+	// small config that replaces itself with the full one from a gzip-compressed
+	// data URL. For infrastructure whose user data is size-limited (AWS EC2 takes
+	// 16 KiB). Not supported by the raw format.
+	// +optional
+	GzipUserData *bool `json:"gzipUserData,omitempty"`
 }
 
 // IgnitionSpec holds settings that only apply to the ignition format.

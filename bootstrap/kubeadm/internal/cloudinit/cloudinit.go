@@ -104,6 +104,11 @@ func Render(p *plan.Plan) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding cloud-config: %w", err)
 	}
+	if p.Compress {
+		// cloud-init recognises gzip by its magic bytes and decompresses
+		// before it looks at the jinja and #cloud-config lines.
+		return plan.Gzip(out)
+	}
 	return out, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/unit"
 	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
@@ -20,10 +21,12 @@ import (
 	"github.com/coreos/ignition/v2/config/validate"
 	vpath "github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
+	"github.com/vincent-petithory/dataurl"
 	"k8s.io/utils/ptr"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
 const (
@@ -65,7 +68,37 @@ func Render(p *plan.Plan) ([]byte, error) {
 	} else if report := validateGenerated(cfg); report.IsFatal() {
 		return nil, fmt.Errorf("generated Ignition config is invalid: %s", report.String())
 	}
+	if p.Compress {
+		return compressed(cfg)
+	}
 	return out, nil
+}
+
+// compressed is a config that Ignition replaces, before acting on it, with
+// cfg: a gzip-compressed data URL, which Ignition fetches and decompresses
+// itself (config.replace with compression: gzip). Inside, text contents are
+// percent-encoded rather than base64: gzip shrinks text, not base64 of it.
+func compressed(cfg *types.Config) ([]byte, error) {
+	for i := range cfg.Storage.Files {
+		f := &cfg.Storage.Files[i]
+		textSource(&f.Contents)
+		for j := range f.Append {
+			textSource(&f.Append[j])
+		}
+	}
+	config, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("marshalling Ignition config: %w", err)
+	}
+	gz, err := plan.Gzip(config)
+	if err != nil {
+		return nil, err
+	}
+	wrapper := types.Config{Ignition: types.Ignition{
+		Version: SpecVersion,
+		Config:  types.IgnitionConfig{Replace: types.Resource{Source: dataURL(gz), Compression: ptr.To("gzip")}},
+	}}
+	return json.Marshal(wrapper)
 }
 
 // validateGenerated runs the validations Ignition's types define for the
@@ -115,6 +148,13 @@ func Build(p *plan.Plan) (*types.Config, error) {
 	if len(p.BootCommands) > 0 {
 		return nil, fmt.Errorf("spec.bootCommands: the ignition format has no stage that runs before the system boots; use preKubeadmCommands")
 	}
+	if err := checkVerbatim(p); err != nil {
+		return nil, err
+	}
+	found, err := kubeadmPlaceholders(p)
+	if err != nil {
+		return nil, err
+	}
 	cfg := types.Config{Ignition: types.Ignition{Version: SpecVersion}}
 
 	for _, f := range p.Files {
@@ -126,7 +166,7 @@ func Build(p *plan.Plan) (*types.Config, error) {
 	}
 	cfg.Storage.Files = append(cfg.Storage.Files,
 		inlineFile(ConfigPath, 0o600, p.Kubeadm.ConfigYAML()),
-		inlineFile(ScriptPath, 0o700, script(p)),
+		inlineFile(ScriptPath, 0o700, script(p, found)),
 	)
 
 	if err := addUsers(&cfg, p); err != nil {
@@ -138,7 +178,7 @@ func Build(p *plan.Plan) (*types.Config, error) {
 		return nil, err
 	}
 	cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{
-		Name: UnitName, Enabled: ptr.To(true), Contents: ptr.To(kubeadmUnit(mountPoints)),
+		Name: UnitName, Enabled: ptr.To(true), Contents: ptr.To(kubeadmUnit(mountPoints, len(found) > 0)),
 	}, types.Unit{
 		// kubeadm configures the kubelet and expects it to run from then on.
 		Name: kubeletUnit, Enabled: ptr.To(true),
@@ -147,9 +187,13 @@ func Build(p *plan.Plan) (*types.Config, error) {
 	return mergeAdditional(cfg, p)
 }
 
-func script(p *plan.Plan) string {
+func script(p *plan.Plan, found []placeholders.Placeholder) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/bash\nset -e\n")
+	if len(found) > 0 {
+		// First, as cloud-init renders its Jinja before any command runs.
+		b.WriteString(fillPlaceholders(ConfigPath, found))
+	}
 	for _, c := range p.PreKubeadmCommands {
 		b.WriteString(c + "\n")
 	}
@@ -164,21 +208,44 @@ func script(p *plan.Plan) string {
 	return b.String()
 }
 
-func kubeadmUnit(mountPoints []string) string {
+func kubeadmUnit(mountPoints []string, metadata bool) string {
 	var b strings.Builder
 	b.WriteString("[Unit]\nDescription=Bootstrap this node with kubeadm (Cluster API)\n")
 	// kubeadm needs the container runtime; ordering only, as Flatcar starts it on demand.
-	b.WriteString("Wants=network-online.target\nAfter=network-online.target containerd.service\n")
+	if metadata {
+		// Wants, not Requires: on a platform without Afterburn the script
+		// falls back or stops with a message naming what is missing.
+		b.WriteString("Wants=network-online.target " + metadataUnit + "\nAfter=network-online.target containerd.service " + metadataUnit + "\n")
+	} else {
+		b.WriteString("Wants=network-online.target\nAfter=network-online.target containerd.service\n")
+	}
 	b.WriteString("ConditionPathExists=!" + DoneMarker + "\n")
 	for _, m := range mountPoints {
 		b.WriteString("RequiresMountsFor=" + m + "\n")
 	}
-	b.WriteString("\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/bash " + ScriptPath + "\n")
+	b.WriteString("\n[Service]\nType=oneshot\nRemainAfterExit=yes\n")
+	if metadata {
+		b.WriteString("EnvironmentFile=-" + MetadataEnvFile + "\nEnvironmentFile=-" + legacyMetadataEnvFile + "\n")
+	}
+	b.WriteString("ExecStart=/bin/bash " + ScriptPath + "\n")
 	b.WriteString("\n[Install]\nWantedBy=multi-user.target\n")
 	return b.String()
 }
 
 const dataURLPrefix = "data:text/plain;base64,"
+
+// textSource rewrites a base64 data URL this renderer made into a
+// percent-encoded one when the content is text.
+func textSource(r *types.Resource) {
+	if r.Source == nil || !strings.HasPrefix(*r.Source, dataURLPrefix) {
+		return
+	}
+	b, err := base64.StdEncoding.DecodeString((*r.Source)[len(dataURLPrefix):])
+	if err != nil || !utf8.Valid(b) {
+		return
+	}
+	r.Source = ptr.To("data:," + dataurl.EscapeString(string(b)))
+}
 
 // dataURL is b as an RFC 2397 data URL (base64, so any bytes survive), built
 // in one allocation.

@@ -80,6 +80,7 @@ type Options struct {
 	webhookKeyName      string
 	watchFilter         string
 	tokenTTL            time.Duration
+	dataSizeLimit       int
 	configConcurrency   int
 	cacheConcurrency    int
 	cacheClientQPS      float32
@@ -110,6 +111,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.webhookKeyName, "webhook-key-name", "tls.key", "File name of the webhook serving key.")
 	fs.StringVar(&o.watchFilter, "watch-filter", "", fmt.Sprintf("Only reconcile objects whose %s label has this value (default: all).", clusterv1.WatchLabel))
 	fs.DurationVar(&o.tokenTTL, "bootstrap-token-ttl", kubeadmconfig.DefaultTokenTTL, "How long a bootstrap token is valid after it is created or extended; tokens of machines that have not joined are extended at half this time.")
+	fs.IntVar(&o.dataSizeLimit, "bootstrap-data-size-limit", 0, "Warn (condition BootstrapDataSizeWithinLimit, event) on a KubeadmConfig whose bootstrap data is larger than this many bytes, e.g. 16384 for AWS EC2 user data; 0 disables the check. The data secret is written either way.")
 	fs.IntVar(&o.configConcurrency, "kubeadmconfig-concurrency", 100, "Number of KubeadmConfigs reconciled at the same time.")
 	fs.IntVar(&o.cacheConcurrency, "clustercache-concurrency", 100, "Number of workload clusters the cluster cache connects to at the same time.")
 	fs.Float32Var(&o.cacheClientQPS, "clustercache-client-qps", 20, "Queries per second allowed towards each workload cluster's API server.")
@@ -153,6 +155,9 @@ func ParseFlags(args []string) (*Options, error) {
 func (o *Options) validate() error {
 	if o.tokenTTL <= 0 {
 		return fmt.Errorf("--bootstrap-token-ttl must be positive, got %s", o.tokenTTL)
+	}
+	if o.dataSizeLimit < 0 {
+		return fmt.Errorf("--bootstrap-data-size-limit must be 0 (off) or a number of bytes, got %d", o.dataSizeLimit)
 	}
 	if o.gates.Enabled(feature.ReconcilerRateLimiting) && !o.gates.Enabled(feature.PriorityQueue) {
 		return fmt.Errorf("--feature-gates: %s needs %s", feature.ReconcilerRateLimiting, feature.PriorityQueue)
@@ -318,6 +323,7 @@ func setupController(ctx context.Context, mgr ctrl.Manager, opts *Options) error
 		Gates:            opts.gates,
 		Recorder:         mgr.GetEventRecorder("kubeadmconfig-controller"),
 		TokenTTL:         opts.tokenTTL,
+		DataSizeLimit:    opts.dataSizeLimit,
 		WatchFilterValue: opts.watchFilter,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.configConcurrency}); err != nil {

@@ -125,6 +125,7 @@ func Build(in Input) (*Plan, error) {
 		PostKubeadmCommands: spec.PostKubeadmCommands,
 		Mounts:              spec.Mounts,
 		Ignition:            spec.Ignition,
+		Compress:            ptr.Deref(spec.GzipUserData, false),
 	}
 	if spec.NTP.IsDefined() {
 		p.NTP = &spec.NTP

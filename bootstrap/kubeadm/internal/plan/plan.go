@@ -75,6 +75,10 @@ type Plan struct {
 
 	// Ignition holds additional configuration only the Ignition renderer uses.
 	Ignition bootstrapv1.IgnitionSpec
+
+	// Compress asks for the whole output gzip-compressed, in the form the
+	// format's consumer decompresses by itself (spec.gzipUserData).
+	Compress bool
 }
 
 // Kubeadm is the kubeadm invocation.
@@ -232,4 +236,21 @@ func (f File) OwnerParts() (user, group string) {
 // User is spec.users[] with passwdFrom resolved into Passwd.
 type User struct {
 	upstreambootstrapv1.User
+}
+
+// Gzip compresses a whole output for Plan.Compress, at the best compression:
+// the point is to fit size-limited user data.
+func Gzip(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -6,7 +6,8 @@
 //     `kubeadm init --config`, `kubeadm join --config` and `kubeadm config validate`;
 //   - files: a BootstrapFiles document listing the files kubeadm expects to
 //     find before it runs (the cluster PKI on control-plane machines, the
-//     discovery kubeconfig for file discovery). Absent when there are none.
+//     discovery kubeconfig for file discovery) and the placeholders the agent
+//     fills in `value`. Absent when there are neither.
 //
 // The files travel separately because `kubeadm config validate` rejects any
 // document kind it does not know. docs/raw-format.md describes the schema.
@@ -20,6 +21,7 @@ import (
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/yaml11"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
 // The document types are public (agents read them); the renderer writes them.
@@ -46,16 +48,38 @@ func Render(p *plan.Plan) (*Output, error) {
 	if unsupported := unsupportedParts(p); len(unsupported) > 0 {
 		return nil, fmt.Errorf("the raw format carries kubeadm configuration only; the plan also has: %s", strings.Join(unsupported, ", "))
 	}
+	declared, err := declaredPlaceholders(p)
+	if err != nil {
+		return nil, err
+	}
 	out := &Output{Value: p.Kubeadm.AppendConfigYAML(nil)}
-	if len(p.Files) > 0 {
-		out.Files = appendFiles(nil, p)
+	if len(p.Files) > 0 || len(declared) > 0 {
+		out.Files = appendFiles(nil, p, declared)
+	}
+	return out, nil
+}
+
+// declaredPlaceholders lists the kubeadm configuration's placeholders for the
+// agent to fill, refusing any it could not.
+func declaredPlaceholders(p *plan.Plan) ([]rawv1.Placeholder, error) {
+	var out []rawv1.Placeholder
+	for _, d := range p.Kubeadm.Documents {
+		for _, ph := range placeholders.Find(d) {
+			if !ph.Supported() {
+				return nil, fmt.Errorf("the kubeadm configuration has a Jinja construct the raw format cannot declare (it declares %s)", placeholders.SupportedSummary())
+			}
+			decl := rawv1.Placeholder{Text: ph.Text, Metadata: ph.Metadata}
+			if !slices.Contains(out, decl) {
+				out = append(out, decl)
+			}
+		}
 	}
 	return out, nil
 }
 
 // appendFiles writes the BootstrapFiles document in one pass; its contents
 // (PEM, kubeconfig) become literal blocks, copied about once.
-func appendFiles(b []byte, p *plan.Plan) []byte {
+func appendFiles(b []byte, p *plan.Plan, declared []rawv1.Placeholder) []byte {
 	size := 128
 	for _, f := range p.Files {
 		size += len(f.Path) + len(f.Content) + len(f.Content)/12 + 64
@@ -63,7 +87,11 @@ func appendFiles(b []byte, p *plan.Plan) []byte {
 	b = slices.Grow(b, size)
 	b = append(b, "apiVersion: "+FilesAPIVersion+"\nkind: "+FilesKind+"\naction:"...)
 	b = yaml11.AppendString(b, string(p.Action), 0)
-	b = append(b, "files:\n"...)
+	if len(p.Files) == 0 {
+		b = append(b, "files: []\n"...)
+	} else {
+		b = append(b, "files:\n"...)
+	}
 	for _, f := range p.Files {
 		b = append(b, "- path:"...)
 		b = yaml11.AppendString(b, f.Path, 2)
@@ -77,6 +105,15 @@ func appendFiles(b []byte, p *plan.Plan) []byte {
 		}
 		b = append(b, "  content:"...)
 		b = yaml11.AppendString(b, f.Content, 2)
+	}
+	if len(declared) > 0 {
+		b = append(b, "placeholders:\n"...)
+		for _, ph := range declared {
+			b = append(b, "- text:"...)
+			b = yaml11.AppendString(b, ph.Text, 2)
+			b = append(b, "  metadata:"...)
+			b = yaml11.AppendString(b, string(ph.Metadata), 2)
+		}
 	}
 	return b
 }
@@ -102,5 +139,6 @@ func unsupportedParts(p *plan.Plan) []string {
 	add(len(p.PostKubeadmCommands) > 0, "postKubeadmCommands")
 	add(p.Kubeadm.Verbosity != nil, "verbosity")
 	add(p.Ignition.IsDefined(), "ignition")
+	add(p.Compress, "gzipUserData")
 	return out
 }

@@ -55,6 +55,7 @@ type options struct {
 	validate        bool
 	key             string
 	outputDir       string
+	sizeReport      bool
 }
 
 // Run executes the command with args, writing bootstrap data to stdout and
@@ -91,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.validate, "validate", false, "run the admission rules on the spec first (the same table the webhooks use)")
 	fs.StringVar(&o.key, "key", bootstrapdata.ValueKey, "which data secret key to print (value, or files for raw control planes)")
 	fs.StringVar(&o.outputDir, "output-dir", "", "write every data secret key to a file in this directory instead of printing one")
+	fs.BoolVar(&o.sizeReport, "size-report", false, "print the data's size against common user-data limits (and with gzipUserData) instead of the data")
 	gates.AddFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -148,7 +150,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if generated {
 		fmt.Fprintln(stderr, "render: generated throwaway cluster certificates (use --certificates-dir for your own)")
 	}
+	if o.sizeReport {
+		return sizeReport(p, data, stdout)
+	}
 	return o.write(data, stdout, stderr)
+}
+
+// sizeReport prints data's size against the common limits, next to the size
+// the same plan has compressed (for formats that can be).
+func sizeReport(p *plan.Plan, data *bootstrapdata.Data, stdout io.Writer) error {
+	var compressed *bootstrapdata.Data
+	if !p.Compress && p.Format != bootstrapv1.Raw {
+		c := *p
+		c.Compress = true
+		var err error
+		if compressed, err = bootstrapdata.Render(&c); err != nil {
+			return err
+		}
+	}
+	return bootstrapdata.WriteSizeReport(stdout, data, compressed)
 }
 
 func (o *options) write(data *bootstrapdata.Data, stdout, stderr io.Writer) error {

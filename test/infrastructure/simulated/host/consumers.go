@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/unit"
 
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/pkg/rawagent"
 )
 
@@ -51,7 +53,7 @@ func (cloudInit) run(ctx context.Context, m *machine) error {
 	seed := "/var/lib/cloud/seed/nocloud"
 	files := map[string][]byte{
 		filepath.Join(seed, "user-data"):               m.cfg.Data["value"],
-		filepath.Join(seed, "meta-data"):               fmt.Appendf(nil, "instance-id: %s\nlocal-hostname: %s\n", m.cfg.Name, m.cfg.Name),
+		filepath.Join(seed, "meta-data"):               noCloudMetaData(m.metadata()),
 		"/etc/cloud/cloud.cfg.d/99-simulated-host.cfg": []byte(cloudInitModules),
 	}
 	for p, c := range files {
@@ -80,6 +82,10 @@ func (ignition) run(ctx context.Context, m *machine) error {
 	dir := "/run/simulated-host/ignition"
 	config := filepath.Join(dir, "user.ign")
 	if err := writeFile(config, m.cfg.Data["value"], 0o600); err != nil {
+		return err
+	}
+	// What Flatcar's coreos-metadata.service (Afterburn) writes on OpenStack.
+	if err := writeFile(flatcarMetadataFile, afterburnAttributes(m.metadata()), 0o644); err != nil {
 		return err
 	}
 	common := []string{"-platform", "file", "-root", "/", "-log-to-stdout",
@@ -198,13 +204,39 @@ func runService(ctx context.Context, m *machine, name string) error {
 	return nil
 }
 
+// metadata is what the host's infrastructure knows about it, handed to each
+// consumer the way its platform would: NoCloud meta-data for cloud-init,
+// Afterburn's attributes for Ignition, the agent's own metadata for raw.
+func (m *machine) metadata() map[rawv1.MetadataKey]string {
+	return map[rawv1.MetadataKey]string{
+		rawv1.MetadataLocalHostname: m.cfg.Name,
+		rawv1.MetadataInstanceID:    "simulated-" + m.cfg.Name,
+		rawv1.MetadataLocalIPv4:     netip.MustParsePrefix(m.cfg.Address).Addr().String(),
+	}
+}
+
+const flatcarMetadataFile = "/run/metadata/flatcar"
+
+func noCloudMetaData(md map[rawv1.MetadataKey]string) []byte {
+	var b []byte
+	for _, k := range rawv1.MetadataKeys {
+		b = fmt.Appendf(b, "%s: %s\n", k, md[k])
+	}
+	return b
+}
+
+func afterburnAttributes(md map[rawv1.MetadataKey]string) []byte {
+	return fmt.Appendf(nil, "COREOS_OPENSTACK_HOSTNAME=%s\nCOREOS_OPENSTACK_INSTANCE_ID=%s\nCOREOS_OPENSTACK_IPV4_LOCAL=%s\n",
+		md[rawv1.MetadataLocalHostname], md[rawv1.MetadataInstanceID], md[rawv1.MetadataLocalIPv4])
+}
+
 // rawAgent is this project's public raw agent, used as a provider would.
 type rawAgent struct{}
 
 func (rawAgent) name() string { return "raw agent (pkg/rawagent)" }
 
 func (rawAgent) run(ctx context.Context, m *machine) error {
-	a := &rawagent.Agent{Stdout: m.out, Stderr: m.out}
+	a := &rawagent.Agent{Stdout: m.out, Stderr: m.out, Metadata: m.metadata()}
 	return a.Run(ctx, m.cfg.Data)
 }
 

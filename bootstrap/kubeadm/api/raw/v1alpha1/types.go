@@ -32,13 +32,44 @@ const (
 	ActionJoin             Action = "join"
 )
 
-// BootstrapFiles lists files an agent writes before running kubeadm.
+// MetadataKey names one fact about the machine that only the machine (or its
+// agent) knows when the bootstrap data is written, e.g. its hostname. Keys
+// follow the EC2 / NoCloud meta-data names that cloud-init templates use.
+type MetadataKey string
+
+const (
+	// MetadataLocalHostname is the machine's hostname ({{ ds.meta_data.local_hostname }}).
+	MetadataLocalHostname MetadataKey = "local-hostname"
+	// MetadataInstanceID is the infrastructure's id for the machine ({{ ds.meta_data.instance_id }}).
+	MetadataInstanceID MetadataKey = "instance-id"
+	// MetadataLocalIPv4 is the machine's private IPv4 address ({{ ds.meta_data.local_ipv4 }}).
+	MetadataLocalIPv4 MetadataKey = "local-ipv4"
+)
+
+// MetadataKeys lists every key, in documentation order.
+var MetadataKeys = []MetadataKey{MetadataLocalHostname, MetadataInstanceID, MetadataLocalIPv4}
+
+// BootstrapFiles is what an agent must do besides handing `value` to
+// kubeadm: write files before kubeadm runs, and fill placeholders.
 type BootstrapFiles struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// Action is what the configuration in `value` is for.
 	Action Action `json:"action"`
 	Files  []File `json:"files"`
+	// Placeholders are texts in `value` that the agent replaces, everywhere
+	// they occur, with the machine's metadata before running kubeadm (the
+	// spec used cloud-init's {{ ds.meta_data.* }}, which kubeadm would take
+	// verbatim).
+	Placeholders []Placeholder `json:"placeholders,omitempty"`
+}
+
+// Placeholder is one text of `value` that stands for machine metadata.
+type Placeholder struct {
+	// Text is the exact text in `value`, e.g. "{{ ds.meta_data.local_hostname }}".
+	Text string `json:"text"`
+	// Metadata is what replaces it.
+	Metadata MetadataKey `json:"metadata"`
 }
 
 // File is one file; its content is text (PEM certificates and keys, kubeconfig).

@@ -43,6 +43,12 @@ const (
 	ReasonDataSecretMissing              = "DataSecretMissing"
 	ReasonCertificatesMissing            = "CertificatesMissing"
 	ReasonCertificatesCorrupted          = "CertificatesCorrupted"
+
+	// ConditionDataSizeWithinLimit says whether the bootstrap data fits the
+	// size the manager was told the infrastructure takes (--bootstrap-data-size-limit).
+	ConditionDataSizeWithinLimit = "BootstrapDataSizeWithinLimit"
+	ReasonDataSizeWithinLimit    = "WithinLimit"
+	ReasonDataTooLarge           = "BootstrapDataTooLarge"
 )
 
 // waitingReasons are states that end by themselves (Info severity in the
@@ -68,6 +74,12 @@ func (s *scope) setCondition(conditionType string, status metav1.ConditionStatus
 	default:
 		v1beta1conditions.MarkFalse(s.cfg, v1Type, reason, clusterv1.ConditionSeverityWarning, "%s", msg)
 	}
+}
+
+// deleteCondition removes a condition and its v1beta1 twin.
+func (s *scope) deleteCondition(conditionType string) {
+	conditions.Delete(s.cfg, conditionType)
+	v1beta1conditions.Delete(s.cfg, clusterv1.ConditionType(conditionType))
 }
 
 // dataNotAvailable reports why there is no data secret (yet).

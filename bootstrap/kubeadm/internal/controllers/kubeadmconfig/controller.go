@@ -91,6 +91,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// TokenTTL is the bootstrap tokens' validity (--bootstrap-token-ttl).
 	TokenTTL time.Duration
+	// DataSizeLimit is the size in bytes over which the BootstrapDataSizeWithinLimit
+	// condition warns (--bootstrap-data-size-limit); 0 means no check.
+	DataSizeLimit int
 	// WatchFilterValue limits the controller to objects with Cluster API's
 	// watch-filter label of this value (--watch-filter).
 	WatchFilterValue string

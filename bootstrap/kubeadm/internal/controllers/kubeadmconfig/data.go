@@ -167,7 +167,30 @@ func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action, p
 		r.refuse(s, ReasonRenderFailed, "The %s renderer refused the configuration: %v", p.Format, err)
 		return nil, stop(ctrl.Result{})
 	}
+	r.checkSize(s, out.data)
 	return out, nil
+}
+
+// checkSize reports data larger than --bootstrap-data-size-limit. The secret
+// is written anyway: whether the infrastructure takes it is its decision, and
+// the condition and event say why a machine may not get it.
+func (r *Reconciler) checkSize(s *scope, d *bootstrapdata.Data) {
+	if r.DataSizeLimit <= 0 {
+		s.deleteCondition(ConditionDataSizeWithinLimit)
+		return
+	}
+	size := d.Size()
+	if size <= r.DataSizeLimit {
+		s.setCondition(ConditionDataSizeWithinLimit, metav1.ConditionTrue, ReasonDataSizeWithinLimit, "")
+		return
+	}
+	hint := "set spec.gzipUserData: true to compress it, or move content out of the spec (files from secrets the machine fetches)"
+	if ptr.Deref(s.cfg.Spec.GzipUserData, false) || d.Format == bootstrapv1.Raw {
+		hint = "move content out of the spec (files from secrets the machine fetches)"
+	}
+	r.warn(s, ConditionDataSizeWithinLimit, ReasonDataTooLarge,
+		"The %s bootstrap data is %d bytes, over the limit of %d bytes (--bootstrap-data-size-limit); the infrastructure may refuse it: %s",
+		d.Format, size, r.DataSizeLimit, hint)
 }
 
 // refuse reports why there is no data when only a person can fix it (the

@@ -1,0 +1,121 @@
+package bootstrapdata_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vincent-petithory/dataurl"
+	"k8s.io/utils/ptr"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstrapdata"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+)
+
+func renderBoth(t *testing.T, format bootstrapv1.Format, action plan.Action) (plain, compressed *bootstrapdata.Data) {
+	t.Helper()
+	spec := plantest.Full(format, action)
+	for _, gz := range []bool{false, true} {
+		spec.GzipUserData = ptr.To(gz)
+		p, err := plan.Build(plantest.Input(spec, action))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := bootstrapdata.Render(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gz {
+			compressed = d
+		} else {
+			plain = d
+		}
+	}
+	return plain, compressed
+}
+
+// TestGzipUserDataReachesTheConsumerUnchanged hands compressed data to the
+// consumers' own code: cloud-init's user-data processor must find the very
+// user data the uncompressed output is, and Ignition's fetch-offline stage
+// must end with the very config it ends with uncompressed.
+func TestGzipUserDataReachesTheConsumerUnchanged(t *testing.T) {
+	for _, action := range plan.Actions {
+		t.Run(string(action), func(t *testing.T) {
+			plain, compressed := renderBoth(t, bootstrapv1.CloudConfig, action)
+			if !bytes.HasPrefix(compressed.Value, []byte{0x1f, 0x8b}) || len(compressed.Value) >= len(plain.Value) {
+				t.Fatalf("cloud-config: %d bytes compressed, %d plain; want smaller gzip", len(compressed.Value), len(plain.Value))
+			}
+			parts, err := validators.CloudInitUserData(compressed.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(parts) != 1 || parts[0].Type != "text/jinja2" || !bytes.Equal(parts[0].Payload, plain.Value) {
+				t.Errorf("cloud-init reads the compressed user data as %d parts (first %q), not as the uncompressed jinja cloud-config", len(parts), firstType(parts))
+			}
+
+			plain, compressed = renderBoth(t, bootstrapv1.Ignition, action)
+			if err := validators.Ignition(compressed.Value); err != nil {
+				t.Fatal(err)
+			}
+			want, err := validators.IgnitionFetched(plain.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := validators.IgnitionFetched(compressed.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(decodedSources(t, want), decodedSources(t, got)); diff != "" {
+				t.Errorf("Ignition applies another config from the compressed data (-plain +compressed):\n%s", diff)
+			}
+			if len(compressed.Value) >= len(plain.Value) {
+				t.Errorf("ignition: %d bytes compressed, %d plain", len(compressed.Value), len(plain.Value))
+			}
+		})
+	}
+}
+
+func firstType(parts []validators.UserDataPart) string {
+	if len(parts) == 0 {
+		return ""
+	}
+	return parts[0].Type
+}
+
+// decodedSources is a config as JSON values with every data URL replaced by
+// the bytes it carries: how a content is encoded is not what Ignition writes.
+func decodedSources(t *testing.T, b []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && k == "source" && strings.HasPrefix(s, "data:") {
+					u, err := dataurl.DecodeString(s)
+					if err != nil {
+						t.Fatalf("source %.40s...: %v", s, err)
+					}
+					x[k] = string(u.Data)
+					continue
+				}
+				x[k] = walk(e)
+			}
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		}
+		return v
+	}
+	return walk(v)
+}

@@ -1,0 +1,83 @@
+package bootstrapdata
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// UserDataLimit is a size limit infrastructure puts on the user data it
+// passes to machines.
+type UserDataLimit struct {
+	Name string
+	// Short names the limit in tables.
+	Short string
+	Bytes int
+	// Base64 says the limit counts the base64 encoding the API carries.
+	Base64 bool
+}
+
+// UserDataLimits are the limits users of Cluster API run into most.
+var UserDataLimits = []UserDataLimit{
+	{Name: "AWS Secrets Manager secret (CAPA's default transport; it chunks larger data)", Short: "Secrets Manager", Bytes: 10240, Base64: true},
+	{Name: "AWS EC2 user data", Short: "EC2", Bytes: 16384},
+	{Name: "CloudStack user data", Short: "CloudStack", Bytes: 32768, Base64: true},
+	{Name: "OpenStack Nova user data", Short: "Nova", Bytes: 65535, Base64: true},
+}
+
+// Measured is size as the limit counts it.
+func (l UserDataLimit) Measured(size int) int {
+	if l.Base64 {
+		return base64.StdEncoding.EncodedLen(size)
+	}
+	return size
+}
+
+// Fits says whether data of size bytes is within the limit.
+func (l UserDataLimit) Fits(size int) bool { return l.Measured(size) <= l.Bytes }
+
+// Size is the number of bytes the data secret hands on: the value, and the
+// further keys of the format (raw: files).
+func (d *Data) Size() int {
+	n := len(d.Value)
+	for _, v := range d.Extra {
+		n += len(v)
+	}
+	return n
+}
+
+// WriteSizeReport writes d's size against UserDataLimits; compressed, when
+// not nil, is the same data rendered with gzipUserData, for comparison.
+func WriteSizeReport(w io.Writer, d, compressed *Data) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "format %s: %d bytes (%d as base64)", d.Format, d.Size(), base64.StdEncoding.EncodedLen(d.Size()))
+	if compressed != nil {
+		fmt.Fprintf(tw, "; with gzipUserData: %d bytes (%d as base64)", compressed.Size(), base64.StdEncoding.EncodedLen(compressed.Size()))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprint(tw, "limit\tbytes\tcounts\tthis data")
+	if compressed != nil {
+		fmt.Fprint(tw, "\twith gzipUserData")
+	}
+	fmt.Fprintln(tw)
+	for _, l := range UserDataLimits {
+		counts := "raw bytes"
+		if l.Base64 {
+			counts = "base64"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s", l.Name, l.Bytes, counts, verdict(l, d.Size()))
+		if compressed != nil {
+			fmt.Fprintf(tw, "\t%s", verdict(l, compressed.Size()))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func verdict(l UserDataLimit, size int) string {
+	if l.Fits(size) {
+		return fmt.Sprintf("fits (%d)", l.Measured(size))
+	}
+	return fmt.Sprintf("OVER (%d)", l.Measured(size))
+}

@@ -1,0 +1,97 @@
+package ignition
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
+)
+
+// Flatcar has no cloud-init: the machine's metadata comes from Afterburn
+// (coreos-metadata.service), which writes it as environment variables to
+// MetadataEnvFile. kubeadm.service loads that file when the kubeadm
+// configuration has placeholders, and the script fills them before kubeadm runs.
+const (
+	MetadataEnvFile = ignitionguard.MetadataEnvFile
+	metadataUnit    = "coreos-metadata.service"
+	// legacyMetadataEnvFile is where older templates' own units write COREOS_CUSTOM_*.
+	legacyMetadataEnvFile = "/run/metadata/coreos"
+)
+
+// kubeadmPlaceholders returns the placeholders of the kubeadm configuration,
+// refusing any the Ignition output cannot fill.
+func kubeadmPlaceholders(p *plan.Plan) ([]placeholders.Placeholder, error) {
+	var out []placeholders.Placeholder
+	for _, d := range p.Kubeadm.Documents {
+		for _, ph := range placeholders.Find(d) {
+			if !ph.Supported() {
+				return nil, fmt.Errorf("the kubeadm configuration has a Jinja construct the ignition format cannot fill (it fills %s)", placeholders.SupportedSummary())
+			}
+			if !slices.Contains(out, ph) {
+				out = append(out, ph)
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkVerbatim refuses instance-data placeholders where Ignition would write
+// them verbatim (files, commands): cloud-init would have filled them.
+// Admission refuses them too; this catches specs admitted before that and
+// contents that come from secrets.
+func checkVerbatim(p *plan.Plan) error {
+	for _, f := range p.Files {
+		if f.Kind == plan.FileUser && hasInstanceData(f.Content) {
+			return fmt.Errorf("%s: the content uses cloud-init's instance data ({{ ds.* }}, {{ v1.* }}), which Ignition writes verbatim", f.Source)
+		}
+	}
+	for name, cmds := range map[string][]string{"preKubeadmCommands": p.PreKubeadmCommands, "postKubeadmCommands": p.PostKubeadmCommands} {
+		for i, c := range cmds {
+			if hasInstanceData(c) {
+				return fmt.Errorf("spec.%s[%d]: the command uses cloud-init's instance data ({{ ds.* }}, {{ v1.* }}), which Ignition runs verbatim; read %s instead", name, i, MetadataEnvFile)
+			}
+		}
+	}
+	return nil
+}
+
+func hasInstanceData(s string) bool {
+	for _, ph := range placeholders.Find(s) {
+		if ph.InstanceData {
+			return true
+		}
+	}
+	return false
+}
+
+// fillPlaceholders is the script part that replaces each placeholder in the
+// configuration at configPath with the first Afterburn attribute that is set
+// (for the hostname, the machine's hostname when the platform has none). A
+// value that could break the YAML around it stops the bootstrap.
+func fillPlaceholders(configPath string, found []placeholders.Placeholder) string {
+	var b strings.Builder
+	b.WriteString("# Fill the kubeadm configuration's {{ ds.meta_data.* }} placeholders from Afterburn's metadata.\n")
+	b.WriteString("metadata() {\n  local v\n  for v in \"$@\"; do\n    if [ -n \"${!v:-}\" ]; then printf '%s' \"${!v}\"; return 0; fi\n  done\n  return 1\n}\n")
+	b.WriteString("config=$(< " + shellQuote(configPath) + ")\n")
+	for _, ph := range found {
+		attrs := placeholders.AfterburnAttributes[ph.Metadata]
+		fmt.Fprintf(&b, "value=$(metadata %s", strings.Join(attrs, " "))
+		if ph.Metadata == rawv1.MetadataLocalHostname {
+			b.WriteString(" || hostname")
+		}
+		fmt.Fprintf(&b, ") || { echo \"kubeadm.sh: %s has no attribute for %s\" >&2; exit 1; }\n", MetadataEnvFile, ph.Metadata)
+		fmt.Fprintf(&b, "[[ $value =~ ^[A-Za-z0-9._:-]+$ ]] || { echo \"kubeadm.sh: the %s from %s has unexpected characters\" >&2; exit 1; }\n", ph.Metadata, MetadataEnvFile)
+		fmt.Fprintf(&b, "config=${config//%s/\"$value\"}\n", shellQuote(ph.Text))
+	}
+	b.WriteString("printf '%s\\n' \"$config\" > " + shellQuote(configPath) + "\n")
+	return b.String()
+}
+
+// shellQuote quotes s for bash as one literal word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
