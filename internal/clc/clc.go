@@ -92,7 +92,9 @@ func translate(doc string, strict bool) (types.Config, []string, error) {
 	fsMap := map[string]string{rootFilesystem: "/"}
 	ign3, err := v23tov30.Translate(old, fsMap)
 	if err != nil {
-		return types.Config{}, nil, fmt.Errorf("cannot express as Ignition 3 (files must be on the root filesystem): %w", err)
+		// Ignition 2 only warned about some things Ignition 3 refuses (a
+		// partition label with ':', which sgdisk truncated): say which.
+		return types.Config{}, nil, fmt.Errorf("cannot be expressed as Ignition 3, which current Flatcar reads: %w", err)
 	}
 	raw3, err := json.Marshal(ign3)
 	if err != nil {

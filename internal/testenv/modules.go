@@ -1,0 +1,34 @@
+package testenv
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// ModuleDir returns the directory of a Go module's source, for tests that
+// read other projects' files (templates, test data, docs) as a corpus. With
+// a version, the module is downloaded through the Go module proxy into the
+// module cache (outside this module, whose go.mod stays as it is); without
+// one, it is the version this module builds with.
+func ModuleDir(t testing.TB, module, version string) string {
+	t.Helper()
+	var cmd *exec.Cmd
+	if version == "" {
+		cmd = exec.Command("go", "list", "-m", "-json", module)
+	} else {
+		cmd = exec.Command("go", "mod", "download", "-json", module+"@"+version)
+		cmd.Dir = t.TempDir()
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
+		t.Fatalf("%s: no module directory: %s %v", cmd, info.Error, err)
+	}
+	return info.Dir
+}
