@@ -23,20 +23,49 @@ func runOn(tool string, data []byte, args func(file string) []string) (string, e
 	if err != nil {
 		return "", err
 	}
+	var out bytes.Buffer
+	err = withFiles(map[string][]byte{"input": data}, func(dir string) error {
+		cmd := exec.Command(bin, args(filepath.Join(dir, "input"))...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		return cmd.Run()
+	})
+	return out.String(), err
+}
+
+// withFiles writes files into a fresh temporary directory for fn, and
+// removes it afterwards.
+func withFiles(files map[string][]byte, fn func(dir string) error) error {
 	dir, err := os.MkdirTemp("", "validate-")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.RemoveAll(dir)
-	file := filepath.Join(dir, "input")
-	if err := os.WriteFile(file, data, 0o600); err != nil {
-		return "", err
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return err
+		}
 	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, args(file)...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	return out.String(), err
+	return fn(dir)
+}
+
+// cloudInitPython runs a Python program with the interpreter cloud-init runs
+// on (so its modules import as on a machine), stdin as its input.
+func cloudInitPython(program string, stdin []byte) ([]byte, error) {
+	bin, err := testbin.Path(testbin.CloudInit)
+	if err != nil {
+		return nil, err
+	}
+	python, err := interpreterOf(bin)
+	if err != nil {
+		return nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(python, "-c", program)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%v: %s", err, stderr.String())
+	}
+	return stdout.Bytes(), nil
 }
 
 // jinjaHeader is the first line of this provider's cloud-config. Debian
@@ -197,14 +226,6 @@ func CloudInitLoad(doc []byte) (any, error) {
 
 // CloudInitLoadAll is CloudInitLoad for many documents in one Python process.
 func CloudInitLoadAll(docs [][]byte) ([]any, error) {
-	bin, err := testbin.Path(testbin.CloudInit)
-	if err != nil {
-		return nil, err
-	}
-	python, err := interpreterOf(bin)
-	if err != nil {
-		return nil, err
-	}
 	const loader = `import sys, json
 from cloudinit import util
 out = []
@@ -223,14 +244,12 @@ json.dump(out, sys.stdout)
 	if err != nil {
 		return nil, err
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(python, "-c", loader)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("cloud-init's YAML loader: %v: %s", err, stderr.String())
+	stdout, err := cloudInitPython(loader, in)
+	if err != nil {
+		return nil, fmt.Errorf("cloud-init's YAML loader: %w", err)
 	}
 	var out []any
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+	if err := json.Unmarshal(stdout, &out); err != nil {
 		return nil, err
 	}
 	if len(out) != len(docs) {
@@ -271,16 +290,13 @@ func CloudInitRender(userData []byte, metaData map[string]string) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "render-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	idPath := filepath.Join(dir, "instance-data.json")
-	if err := os.WriteFile(idPath, instance, 0o600); err != nil {
-		return nil, err
-	}
-	out, err := runOn(testbin.CloudInit, userData, func(f string) []string { return []string{"devel", "render", "-i", idPath, f} })
+	var out string
+	err = withFiles(map[string][]byte{"instance-data.json": instance}, func(dir string) error {
+		out, err = runOn(testbin.CloudInit, userData, func(f string) []string {
+			return []string{"devel", "render", "-i", filepath.Join(dir, "instance-data.json"), f}
+		})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cloud-init devel render: %v: %s", err, out)
 	}
@@ -297,14 +313,6 @@ type UserDataPart struct {
 // blob on a machine: each part's content type and payload, after cloud-init
 // undid any compression.
 func CloudInitUserData(blob []byte) ([]UserDataPart, error) {
-	bin, err := testbin.Path(testbin.CloudInit)
-	if err != nil {
-		return nil, err
-	}
-	python, err := interpreterOf(bin)
-	if err != nil {
-		return nil, err
-	}
 	const processor = `import sys, json, base64
 from cloudinit import user_data
 msg = user_data.UserDataProcessor({}).process(sys.stdin.buffer.read())
@@ -315,14 +323,12 @@ for part in msg.walk():
     out.append({"type": part.get_content_type(), "payload": base64.b64encode(part.get_payload(decode=True)).decode()})
 json.dump(out, sys.stdout)
 `
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(python, "-c", processor)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(blob), &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("cloud-init's user-data processor: %v: %s", err, stderr.String())
+	stdout, err := cloudInitPython(processor, blob)
+	if err != nil {
+		return nil, fmt.Errorf("cloud-init's user-data processor: %w", err)
 	}
 	var parts []UserDataPart
-	return parts, json.Unmarshal(stdout.Bytes(), &parts)
+	return parts, json.Unmarshal(stdout, &parts)
 }
 
 // IgnitionFetched runs Ignition's own fetch-offline stage on config and
@@ -333,21 +339,16 @@ func IgnitionFetched(config []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "ignition-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	in := filepath.Join(dir, "user.ign")
-	if err := os.WriteFile(in, config, 0o600); err != nil {
-		return nil, err
-	}
-	cache := filepath.Join(dir, "cache.json")
-	cmd := exec.Command(bin, "-stage", "fetch-offline", "-platform", "file", "-root", filepath.Join(dir, "root"), "-log-to-stdout",
-		"-config-cache", cache, "-state-file", filepath.Join(dir, "state.json"), "-neednet", filepath.Join(dir, "neednet"))
-	cmd.Env = append(os.Environ(), "IGNITION_CONFIG_FILE="+in)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ignition -stage fetch-offline: %v: %s", err, out)
-	}
-	return os.ReadFile(cache)
+	var cache []byte
+	err = withFiles(map[string][]byte{"user.ign": config}, func(dir string) error {
+		cmd := exec.Command(bin, "-stage", "fetch-offline", "-platform", "file", "-root", filepath.Join(dir, "root"), "-log-to-stdout",
+			"-config-cache", filepath.Join(dir, "cache.json"), "-state-file", filepath.Join(dir, "state.json"), "-neednet", filepath.Join(dir, "neednet"))
+		cmd.Env = append(os.Environ(), "IGNITION_CONFIG_FILE="+filepath.Join(dir, "user.ign"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("ignition -stage fetch-offline: %v: %s", err, out)
+		}
+		cache, err = os.ReadFile(filepath.Join(dir, "cache.json"))
+		return err
+	})
+	return cache, err
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vincent-petithory/dataurl"
-	"k8s.io/utils/ptr"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstrapdata"
@@ -19,24 +18,7 @@ import (
 
 func renderBoth(t *testing.T, format bootstrapv1.Format, action plan.Action) (plain, compressed *bootstrapdata.Data) {
 	t.Helper()
-	spec := plantest.Full(format, action)
-	for _, gz := range []bool{false, true} {
-		spec.GzipUserData = ptr.To(gz)
-		p, err := plan.Build(plantest.Input(spec, action))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := bootstrapdata.Render(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if gz {
-			compressed = d
-		} else {
-			plain = d
-		}
-	}
-	return plain, compressed
+	return renderSized(t, plantest.Full(format, action), action, false), renderSized(t, plantest.Full(format, action), action, true)
 }
 
 // TestGzipUserDataReachesTheConsumerUnchanged hands compressed data to the

@@ -137,14 +137,7 @@ func TestPlaceholdersReachKubeadmFilledAlikeInEveryFormat(t *testing.T) {
 		t.Run(string(action), func(t *testing.T) {
 			var reference []map[string]any
 			for _, format := range bootstrapv1.Formats {
-				p, err := plan.Build(plantest.Input(withPlaceholders(format, action), action))
-				if err != nil {
-					t.Fatal(err)
-				}
-				d, err := bootstrapdata.Render(p)
-				if err != nil {
-					t.Fatalf("%s: %v", format, err)
-				}
+				_, d := render(t, withPlaceholders(format, action), action)
 				config := kubeadmConfigOnMachine(t, d)
 				if strings.Contains(string(config), "{{") {
 					t.Fatalf("%s: placeholders reach kubeadm:\n%s", format, config)

@@ -70,17 +70,11 @@ func sizesMarkdown(t *testing.T) string {
 	return b.String()
 }
 
+// renderSized renders spec with gzipUserData set to gz.
 func renderSized(t *testing.T, spec *bootstrapv1.KubeadmConfigSpec, action plan.Action, gz bool) *bootstrapdata.Data {
 	t.Helper()
 	spec.GzipUserData = ptr.To(gz)
-	p, err := plan.Build(plantest.Input(spec, action))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := bootstrapdata.Render(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, d := render(t, spec, action)
 	return d
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -201,18 +202,12 @@ func TestRealFlatcarTemplates(t *testing.T) {
 					if ts.spec.Format != bootstrapv1.Ignition {
 						t.Fatalf("format %q: not a Flatcar spec", ts.spec.Format)
 					}
-					errs, warnings := fieldrules.ValidateWithWarnings(ts.spec, gates, field.NewPath("spec"))
+					warnings, admitted := admit(t, ts.spec, gates, expectedRefusals[name])
 					for _, w := range warnings {
 						t.Logf("admission warning: %s", w)
 					}
-					if want, ok := expectedRefusals[name]; ok {
-						if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), want) {
-							t.Fatalf("want a refusal saying %q, got %v", want, errs.ToAggregate())
-						}
+					if !admitted {
 						return
-					}
-					if len(errs) > 0 {
-						t.Fatalf("refused at admission: %v", errs.ToAggregate())
 					}
 					for _, action := range ts.actions {
 						in := plantest.Input(ts.spec, action)
@@ -241,6 +236,20 @@ func TestRealFlatcarTemplates(t *testing.T) {
 			}
 		}
 	}
+}
+
+// admit runs admission on spec: with refusal set, it must refuse saying so
+// (admitted is false); otherwise it must admit, and returns the warnings.
+func admit(t *testing.T, spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate, refusal string) (warnings []string, admitted bool) {
+	t.Helper()
+	errs, warnings := fieldrules.ValidateWithWarnings(spec, gates, field.NewPath("spec"))
+	switch {
+	case refusal != "" && (len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), refusal)):
+		t.Fatalf("want a refusal saying %q, got %v", refusal, errs.ToAggregate())
+	case refusal == "" && len(errs) > 0:
+		t.Fatalf("refused at admission: %v", errs.ToAggregate())
+	}
+	return warnings, refusal == ""
 }
 
 // upstreamCLCInputs are the Container Linux Configs of upstream Cluster API's
@@ -307,24 +316,11 @@ func TestUpstreamCLCTestInputs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			spec := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
 			spec.Ignition.ContainerLinuxConfig = upstreambootstrapv1.ContainerLinuxConfig{AdditionalConfig: clc}
-			errs, warnings := fieldrules.ValidateWithWarnings(spec, gates, field.NewPath("spec"))
-			if want, ok := upstreamCLCRefusals[name]; ok {
-				if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), want) {
-					t.Fatalf("want a refusal saying %q, got %v", want, errs.ToAggregate())
-				}
+			warnings, admitted := admit(t, spec, gates, upstreamCLCRefusals[name])
+			if !admitted {
 				return
 			}
-			if len(errs) > 0 {
-				t.Fatalf("refused: %v", errs.ToAggregate())
-			}
-			p, err := plan.Build(plantest.Input(spec, plan.ActionJoin))
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := bootstrapdata.Render(p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, d := render(t, spec, plan.ActionJoin)
 			if err := validators.Ignition(d.Value); err != nil {
 				t.Fatal(err)
 			}

@@ -82,44 +82,30 @@ func TestButaneDocExamples(t *testing.T) {
 			if err != nil {
 				t.Fatalf("rendering: %v", err)
 			}
-			for _, f := range want.Storage.Files {
-				if got, ok := find(cfg.Storage.Files, func(x types.File) bool { return x.Path == f.Path }); !ok {
-					t.Errorf("file %s missing", f.Path)
-				} else if diff := cmp.Diff(f, got); diff != "" {
-					t.Errorf("file %s changed (-butane +rendered):\n%s", f.Path, diff)
-				}
-			}
-			for _, d := range want.Storage.Directories {
-				if got, ok := find(cfg.Storage.Directories, func(x types.Directory) bool { return x.Path == d.Path }); !ok || !cmp.Equal(d, got) {
-					t.Errorf("directory %s missing or changed", d.Path)
-				}
-			}
-			for _, l := range want.Storage.Links {
-				if got, ok := find(cfg.Storage.Links, func(x types.Link) bool { return x.Path == l.Path }); !ok || !cmp.Equal(l, got) {
-					t.Errorf("link %s missing or changed", l.Path)
-				}
-			}
-			for _, u := range want.Systemd.Units {
-				if got, ok := find(cfg.Systemd.Units, func(x types.Unit) bool { return x.Name == u.Name }); !ok || !cmp.Equal(u, got) {
-					t.Errorf("unit %s missing or changed", u.Name)
-				}
-			}
-			for _, u := range want.Passwd.Users {
-				if got, ok := find(cfg.Passwd.Users, func(x types.PasswdUser) bool { return x.Name == u.Name }); !ok || !cmp.Equal(u, got) {
-					t.Errorf("user %s missing or changed", u.Name)
-				}
-			}
+			expectSame(t, "file", want.Storage.Files, cfg.Storage.Files, func(x types.File) string { return x.Path })
+			expectSame(t, "directory", want.Storage.Directories, cfg.Storage.Directories, func(x types.Directory) string { return x.Path })
+			expectSame(t, "link", want.Storage.Links, cfg.Storage.Links, func(x types.Link) string { return x.Path })
+			expectSame(t, "unit", want.Systemd.Units, cfg.Systemd.Units, func(x types.Unit) string { return x.Name })
+			expectSame(t, "user", want.Passwd.Users, cfg.Passwd.Users, func(x types.PasswdUser) string { return x.Name })
 		})
 	}
 	t.Logf("%d of %d examples translate for Flatcar and were checked", translated, len(examples))
 }
 
-func find[T any](items []T, match func(T) bool) (T, bool) {
-	for _, x := range items {
-		if match(x) {
-			return x, true
+// expectSame checks that every item Butane produced is in the rendered
+// config, found by key, exactly as Butane wrote it.
+func expectSame[T any](t *testing.T, kind string, want, got []T, key func(T) string) {
+	t.Helper()
+	byKey := map[string]T{}
+	for _, g := range got {
+		byKey[key(g)] = g
+	}
+	for _, w := range want {
+		g, ok := byKey[key(w)]
+		if !ok {
+			t.Errorf("%s %s missing", kind, key(w))
+		} else if diff := cmp.Diff(w, g); diff != "" {
+			t.Errorf("%s %s changed (-butane +rendered):\n%s", kind, key(w), diff)
 		}
 	}
-	var zero T
-	return zero, false
 }

@@ -151,9 +151,9 @@ func Build(p *plan.Plan) (*types.Config, error) {
 	if err := checkVerbatim(p); err != nil {
 		return nil, err
 	}
-	found, err := kubeadmPlaceholders(p)
+	found, err := p.Kubeadm.Placeholders()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the ignition format: %w", err)
 	}
 	cfg := types.Config{Ignition: types.Ignition{Version: SpecVersion}}
 

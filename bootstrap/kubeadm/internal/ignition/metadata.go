@@ -2,7 +2,6 @@ package ignition
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
@@ -21,23 +20,6 @@ const (
 	// legacyMetadataEnvFile is where older templates' own units write COREOS_CUSTOM_*.
 	legacyMetadataEnvFile = "/run/metadata/coreos"
 )
-
-// kubeadmPlaceholders returns the placeholders of the kubeadm configuration,
-// refusing any the Ignition output cannot fill.
-func kubeadmPlaceholders(p *plan.Plan) ([]placeholders.Placeholder, error) {
-	var out []placeholders.Placeholder
-	for _, d := range p.Kubeadm.Documents {
-		for _, ph := range placeholders.Find(d) {
-			if !ph.Supported() {
-				return nil, fmt.Errorf("the kubeadm configuration has a Jinja construct the ignition format cannot fill (it fills %s)", placeholders.SupportedSummary())
-			}
-			if !slices.Contains(out, ph) {
-				out = append(out, ph)
-			}
-		}
-	}
-	return out, nil
-}
 
 // checkVerbatim refuses instance-data placeholders where Ignition would write
 // them verbatim (files, commands): cloud-init would have filled them.

@@ -65,7 +65,7 @@ func renderedFile(t *testing.T, p *plan.Plan, path string) string {
 // rendered configuration, with env as kubeadm.service's environment.
 func fill(t *testing.T, p *plan.Plan, env ...string) (string, string, error) {
 	t.Helper()
-	found, err := kubeadmPlaceholders(p)
+	found, err := p.Kubeadm.Placeholders()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func fill(t *testing.T, p *plan.Plan, env ...string) (string, string, error) {
 
 func TestScriptFillsPlaceholdersFromAfterburn(t *testing.T) {
 	p := placeholderPlan(t)
-	found, err := kubeadmPlaceholders(p)
+	found, err := p.Kubeadm.Placeholders()
 	if err != nil || len(found) != 3 {
 		t.Fatalf("placeholders %+v, %v; want 3", found, err)
 	}

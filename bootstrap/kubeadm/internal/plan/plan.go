@@ -21,6 +21,7 @@ import (
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
 // Action is what kubeadm does on the machine.
@@ -114,6 +115,24 @@ func (k Kubeadm) AppendConfigYAML(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// Placeholders returns the distinct Jinja constructs of the kubeadm
+// configuration, in order. Formats without Jinja fill the supported ones;
+// the error says that one is not supported (admission refuses those).
+func (k Kubeadm) Placeholders() ([]placeholders.Placeholder, error) {
+	var out []placeholders.Placeholder
+	for _, d := range k.Documents {
+		for _, ph := range placeholders.Find(d) {
+			if !ph.Supported() {
+				return nil, fmt.Errorf("the kubeadm configuration has Jinja that only cloud-init can render (supported without it: %s)", placeholders.SupportedSummary())
+			}
+			if !slices.Contains(out, ph) {
+				out = append(out, ph)
+			}
+		}
+	}
+	return out, nil
 }
 
 // DefaultConfigPath is where formats that follow upstream's layout write the

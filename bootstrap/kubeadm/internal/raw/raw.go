@@ -21,7 +21,6 @@ import (
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/yaml11"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
 // The document types are public (agents read them); the renderer writes them.
@@ -62,17 +61,13 @@ func Render(p *plan.Plan) (*Output, error) {
 // declaredPlaceholders lists the kubeadm configuration's placeholders for the
 // agent to fill, refusing any it could not.
 func declaredPlaceholders(p *plan.Plan) ([]rawv1.Placeholder, error) {
-	var out []rawv1.Placeholder
-	for _, d := range p.Kubeadm.Documents {
-		for _, ph := range placeholders.Find(d) {
-			if !ph.Supported() {
-				return nil, fmt.Errorf("the kubeadm configuration has a Jinja construct the raw format cannot declare (it declares %s)", placeholders.SupportedSummary())
-			}
-			decl := rawv1.Placeholder{Text: ph.Text, Metadata: ph.Metadata}
-			if !slices.Contains(out, decl) {
-				out = append(out, decl)
-			}
-		}
+	found, err := p.Kubeadm.Placeholders()
+	if err != nil {
+		return nil, fmt.Errorf("the raw format: %w", err)
+	}
+	out := make([]rawv1.Placeholder, len(found))
+	for i, ph := range found {
+		out[i] = rawv1.Placeholder{Text: ph.Text, Metadata: ph.Metadata}
 	}
 	return out, nil
 }
