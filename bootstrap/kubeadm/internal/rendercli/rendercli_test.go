@@ -2,6 +2,7 @@ package rendercli_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,5 +181,32 @@ func TestCertificatesDir(t *testing.T) {
 	// The worker's discovery pins the given CA.
 	if !strings.Contains(out, "caCertHashes") {
 		t.Error("no CA pin in the join configuration")
+	}
+}
+
+// --size-report measures the data instead of printing it: the size of what
+// would be written, each limit's verdict, and the size with gzipUserData.
+func TestSizeReport(t *testing.T) {
+	cluster := example("render/cluster.yaml")
+	data, _, code := run(t, "-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", cluster)
+	if code != 0 {
+		t.Fatal("render failed")
+	}
+	out, errOut, code := run(t, "-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", cluster, "--size-report", "--token", "abcdef.0123456789abcdef")
+	if code != 0 {
+		t.Fatalf("%s", errOut)
+	}
+	// Throwaway certificates differ between runs by a few bytes at most.
+	var size int
+	if _, err := fmt.Sscanf(out, "format cloud-config: %d bytes", &size); err != nil || size < len(data)-16 || size > len(data)+16 {
+		t.Errorf("reported %d bytes (%v), the data has %d:\n%s", size, err, len(data), out)
+	}
+	for _, want := range []string{"with gzipUserData:", "AWS EC2 user data", "fits ("} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "#cloud-config") {
+		t.Errorf("the report prints the data:\n%s", out)
 	}
 }
