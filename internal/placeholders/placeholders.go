@@ -106,8 +106,8 @@ var normaliser = strings.NewReplacer("'", "", `"`, "", `\`, "", "[", ".", "]", "
 
 // Find returns every Jinja construct in text, in order.
 func Find(text string) []Placeholder {
-	if !strings.Contains(text, "{") {
-		return nil
+	if !strings.Contains(text, "{{") && !strings.Contains(text, "{%") && !strings.Contains(text, "{#") {
+		return nil // most texts: no regular expression to run
 	}
 	var out []Placeholder
 	for _, t := range jinja.FindAllString(text, -1) {

@@ -108,8 +108,14 @@ func upstreamCloudInit(b *testing.B, p *plan.Plan, in plan.Input) ([]byte, error
 	}
 }
 
-func upstreamIgnition(b *testing.B, p *plan.Plan, in plan.Input) ([]byte, error) {
-	ign := &upstreambootstrapv1.IgnitionSpec{}
+func upstreamIgnition(_ *testing.B, p *plan.Plan, in plan.Input) ([]byte, error) {
+	return upstreamIgnitionWithCLC(p, in)
+}
+
+// upstreamIgnitionWithCLC is upstream's Ignition renderer on the plan, with
+// the plan's Container Linux Config.
+func upstreamIgnitionWithCLC(p *plan.Plan, in plan.Input) ([]byte, error) {
+	ign := &upstreambootstrapv1.IgnitionSpec{ContainerLinuxConfig: p.Ignition.ContainerLinuxConfig}
 	var out []byte
 	var err error
 	switch p.Action {

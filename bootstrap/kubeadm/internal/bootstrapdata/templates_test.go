@@ -188,7 +188,7 @@ func onlyExpectedWarnings(name string, err error) bool {
 }
 
 // TestRealFlatcarTemplates admits and renders every Flatcar KubeadmConfigSpec
-// of the templates above, as upstream renders them: Ignition's validator
+// of the templates above, which upstream's renderer renders (checked): Ignition's validator
 // accepts the output and kubeadm its configuration. A refusal must be one
 // listed, with its reason, in expectedRefusals.
 func TestRealFlatcarTemplates(t *testing.T) {
@@ -216,6 +216,10 @@ func TestRealFlatcarTemplates(t *testing.T) {
 						p, err := plan.Build(in)
 						if err != nil {
 							t.Fatalf("%s: %v", action, err)
+						}
+						// Upstream v1.14.2 renders it: this is a spec upstream's users run.
+						if _, err := upstreamIgnitionWithCLC(p, in); err != nil {
+							t.Fatalf("%s: upstream's renderer refuses it too: %v", action, err)
 						}
 						d, err := bootstrapdata.Render(p)
 						if err != nil {
@@ -316,6 +320,14 @@ func TestUpstreamCLCTestInputs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			spec := plantest.Base(bootstrapv1.Ignition, plan.ActionJoin)
 			spec.Ignition.ContainerLinuxConfig = upstreambootstrapv1.ContainerLinuxConfig{AdditionalConfig: clc}
+			in := plantest.Input(spec, plan.ActionJoin)
+			p, err := plan.Build(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := upstreamIgnitionWithCLC(p, in); err != nil {
+				t.Fatalf("upstream's renderer refuses its own test input: %v", err)
+			}
 			warnings, admitted := admit(t, spec, gates, upstreamCLCRefusals[name])
 			if !admitted {
 				return
