@@ -92,6 +92,21 @@ var v1Aliases = map[string]bool{
 	"system_platform": true, "variant": true,
 }
 
+// instanceDataRoots are the top-level names of cloud-init's instance data.
+var instanceDataRoots = map[string]bool{"ds": true, "v1": true, "v2": true, "merged_cfg": true, "sys_info": true}
+
+// leadingName is the identifier an expression starts with (ds in
+// ds.meta_data.x, local_hostname in local_hostname|lower).
+func leadingName(expr string) string {
+	end := strings.IndexFunc(expr, func(r rune) bool {
+		return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
+	if end < 0 {
+		return expr
+	}
+	return expr[:end]
+}
+
 var spellingKeys = func() map[string]rawv1.MetadataKey {
 	m := map[string]rawv1.MetadataKey{}
 	for k, ss := range Spellings {
@@ -117,8 +132,7 @@ func Find(text string) []Placeholder {
 			expr := strings.Trim(strings.TrimSpace(t[2:len(t)-2]), "-")
 			expr = strings.Join(strings.Fields(normaliser.Replace(expr)), "")
 			p.Metadata = spellingKeys[expr]
-			root, _, _ := strings.Cut(expr, ".")
-			p.InstanceData = p.Metadata != "" || root == "ds" || root == "v1" || root == "v2" || v1Aliases[expr]
+			p.InstanceData = p.Metadata != "" || instanceDataRoots[leadingName(expr)] || v1Aliases[leadingName(expr)]
 		}
 		out = append(out, p)
 	}

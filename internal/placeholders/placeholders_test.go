@@ -103,6 +103,8 @@ func TestFindClassifiesJinja(t *testing.T) {
 		{`{{ ds.meta_data.local_hostname.split(".")[0] }}`, 1, false, true}, // a method call: only Jinja can do it
 		{"{{ v1.region }}", 1, false, true},
 		{"{{ availability_zone }}", 1, false, true},
+		{"{{ local_hostname | upper }}", 1, false, true}, // a filter on a v1 alias
+		{"{{ local_hostnames }}", 1, false, false},       // not cloud-init's name
 		{"{{ ds.meta_data.proxmox_node }}", 1, false, true},
 		{"{{ .Values.image }}", 1, false, false}, // a Go template, not cloud-init's data
 		{"{% if true %}x{% endif %}", 2, false, false},

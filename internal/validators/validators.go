@@ -215,7 +215,9 @@ func BootstrapData(format string, value []byte) error {
 // CloudInitLoad parses YAML with cloud-init's own loader (util.load_yaml, on
 // the Python cloud-init runs with) and returns what it read, as JSON values.
 // This is what a machine would make of user data, as opposed to what a YAML
-// 1.2 library thinks it says.
+// 1.2 library thinks it says. A document that starts with cloud-init's jinja
+// line is first rendered by cloud-init's own Jinja handler, with
+// SampleMetaData as the instance data, as on a machine.
 func CloudInitLoad(doc []byte) (any, error) {
 	out, err := CloudInitLoadAll([][]byte{doc})
 	if err != nil {
@@ -224,12 +226,21 @@ func CloudInitLoad(doc []byte) (any, error) {
 	return out[0], nil
 }
 
+// SampleMetaData is the datasource meta-data CloudInitLoad renders with.
+var SampleMetaData = map[string]string{"local-hostname": "node-7", "instance-id": "i-0123abcd", "local-ipv4": "10.20.30.7"}
+
 // CloudInitLoadAll is CloudInitLoad for many documents in one Python process.
 func CloudInitLoadAll(docs [][]byte) ([]any, error) {
 	const loader = `import sys, json
 from cloudinit import util
+from cloudinit.handlers.jinja_template import render_jinja_payload
+request = json.load(sys.stdin)
 out = []
-for i, doc in enumerate(json.load(sys.stdin)):
+for i, doc in enumerate(request["docs"]):
+    if doc.startswith("## template: jinja"):
+        doc = render_jinja_payload(doc, "user-data", request["instance"])
+        if doc is None:
+            sys.exit("cloud-init's Jinja handler ignores document %d" % i)
     data = util.load_yaml(doc, default=None, allowed=(dict, list))
     if data is None:
         sys.exit("cloud-init's loader rejected document %d" % i)
@@ -240,7 +251,7 @@ json.dump(out, sys.stdout)
 	for i, d := range docs {
 		texts[i] = string(d)
 	}
-	in, err := json.Marshal(texts)
+	in, err := json.Marshal(map[string]any{"docs": texts, "instance": instanceData(SampleMetaData)})
 	if err != nil {
 		return nil, err
 	}
@@ -279,14 +290,7 @@ func interpreterOf(script string) (string, error) {
 // (`cloud-init devel render`), with instance data that holds the given
 // meta-data (keys as a datasource names them, e.g. local-hostname).
 func CloudInitRender(userData []byte, metaData map[string]string) ([]byte, error) {
-	// cloud-init's standardised v1 keys, in both spellings its own
-	// instance-data.json carries, beside the datasource's meta-data.
-	v1 := map[string]string{}
-	for _, k := range []string{"local-hostname", "instance-id"} {
-		v1[k] = metaData[k]
-		v1[strings.ReplaceAll(k, "-", "_")] = metaData[k]
-	}
-	instance, err := json.Marshal(map[string]any{"v1": v1, "ds": map[string]any{"meta_data": metaData}})
+	instance, err := json.Marshal(instanceData(metaData))
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +305,18 @@ func CloudInitRender(userData []byte, metaData map[string]string) ([]byte, error
 		return nil, fmt.Errorf("cloud-init devel render: %v: %s", err, out)
 	}
 	return []byte(out), nil
+}
+
+// instanceData is cloud-init's instance data for a datasource's meta-data:
+// the standardised v1 keys, in both spellings its own instance-data.json
+// carries, beside the meta-data itself.
+func instanceData(metaData map[string]string) map[string]any {
+	v1 := map[string]string{}
+	for _, k := range []string{"local-hostname", "instance-id"} {
+		v1[k] = metaData[k]
+		v1[strings.ReplaceAll(k, "-", "_")] = metaData[k]
+	}
+	return map[string]any{"v1": v1, "ds": map[string]any{"meta_data": metaData}}
 }
 
 // UserDataPart is one part of user data as cloud-init classified it.

@@ -104,6 +104,7 @@ func Render(p *plan.Plan) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding cloud-config: %w", err)
 	}
+	out = escapeJinja(out)
 	if p.Compress {
 		// cloud-init recognises gzip by its magic bytes and decompresses
 		// before it looks at the jinja and #cloud-config lines.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -26,6 +27,9 @@ var hostile = []string{
 	"&a", "*a", "!t", "%p", "  leading", "trailing  ", "tab\there", "line\nbreak", "crlf\r\nend", "nel\u0085",
 	"ls\u2028", "ps\u2029", "bom\ufeff", "nul\x00", "esc\x1b", "del\x7f", "é 日本 🎉", "---", "...",
 	"echo \"$HOME\" | tee -a /tmp/x && exit 0", "multi\nline\n\n", "\n", "",
+	// Text that looks like Jinja to cloud-init's template handler.
+	"image: {{ .Values.image }}", "{{ foo }}", "n=${#arr[@]}", "{{", "}}", "{%", "{#", "{{{x}}}", "{{- if .X }}y{{ end }}",
+	"${{ x }", "{{ local_hostnames }}",
 }
 
 // withHostileStrings puts hostile strings everywhere a spec carries text that
@@ -46,8 +50,8 @@ func withHostileStrings(r *rand.Rand, s *bootstrapv1.KubeadmConfigSpec) {
 }
 
 // TestCloudInitLoadsExactlyWhatThePlanHolds renders a corpus of specs, half
-// of them full of hostile strings, loads every document with cloud-init's own
-// loader, and compares what it read with the structure built from the plan,
+// of them full of hostile strings, has cloud-init's own Jinja handler render
+// and its own loader load every document, and compares what it read with the structure built from the plan,
 // value for value and type for type.
 func TestCloudInitLoadsExactlyWhatThePlanHolds(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 11))
@@ -92,6 +96,46 @@ func TestCloudInitLoadsExactlyWhatThePlanHolds(t *testing.T) {
 			got, _ := json.MarshalIndent(loaded[i], "", " ")
 			want, _ := json.MarshalIndent(wants[i], "", " ")
 			t.Errorf("%s: cloud-init read something else than the plan holds:\ngot  %s\nwant %s", names[i], got, want)
+		}
+	}
+}
+
+// TestJinjaAsUpstreamWhereMeant: what a user can mean as Jinja is rendered
+// by cloud-init as upstream's output would be; everything else reaches the
+// machine as written.
+func TestJinjaAsUpstreamWhereMeant(t *testing.T) {
+	host := validators.SampleMetaData["local-hostname"]
+	for _, tc := range []struct{ written, onMachine string }{
+		{"{{ ds.meta_data.local_hostname }}", host},
+		{"{{ v1.local_hostname | upper }}", strings.ToUpper(host)},
+		{`{{ ds.meta_data.local_hostname.split("-")[0] }}`, "node"},
+		{"{{ '{{' }} .Values {{ '}}' }}", "{{ .Values }}"},               // Jinja's own escape, as before
+		{"{% raw %}{{ .Values }} ${#a[@]}{% endraw %}", "{{ .Values }} ${#a[@]}"}, // a raw block, as before
+		{"{{ .Values.image }}", "{{ .Values.image }}"},
+		{"n=${#arr[@]}", "n=${#arr[@]}"},
+		{"{{ undefined_name }}", "{{ undefined_name }}"},
+	} {
+		spec := plantest.Base(bootstrapv1.CloudConfig, plan.ActionJoin)
+		spec.Files = []upstreambootstrapv1.File{{Path: "/etc/x", Content: tc.written}}
+		spec.PreKubeadmCommands = []string{tc.written}
+		p, err := plan.Build(plantest.Input(spec, plan.ActionJoin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cloudinit.Render(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := validators.CloudInitLoad(out)
+		if err != nil {
+			t.Errorf("%q: %v", tc.written, err)
+			continue
+		}
+		doc := loaded.(map[string]any)
+		content := doc["write_files"].([]any)[0].(map[string]any)["content"]
+		command := doc["runcmd"].([]any)[0]
+		if content != tc.onMachine || !strings.Contains(fmt.Sprint(command), tc.onMachine) {
+			t.Errorf("%q reaches the machine as file %q and command %q, want %q", tc.written, content, command, tc.onMachine)
 		}
 	}
 }
