@@ -109,7 +109,7 @@ func TestJinjaAsUpstreamWhereMeant(t *testing.T) {
 		{"{{ ds.meta_data.local_hostname }}", host},
 		{"{{ v1.local_hostname | upper }}", strings.ToUpper(host)},
 		{`{{ ds.meta_data.local_hostname.split("-")[0] }}`, "node"},
-		{"{{ '{{' }} .Values {{ '}}' }}", "{{ .Values }}"},               // Jinja's own escape, as before
+		{"{{ '{{' }} .Values {{ '}}' }}", "{{ .Values }}"},                        // Jinja's own escape, as before
 		{"{% raw %}{{ .Values }} ${#a[@]}{% endraw %}", "{{ .Values }} ${#a[@]}"}, // a raw block, as before
 		{"{{ .Values.image }}", "{{ .Values.image }}"},
 		{"n=${#arr[@]}", "n=${#arr[@]}"},
