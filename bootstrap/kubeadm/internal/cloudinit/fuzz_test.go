@@ -28,6 +28,12 @@ func FuzzRender(f *testing.F) {
 		if !found {
 			t.Fatalf("output lacks the header: %q", out[:min(len(out), 40)])
 		}
+		if bytes.Contains(body, []byte("{{")) || bytes.Contains(body, []byte("{%")) || bytes.Contains(body, []byte("{#")) {
+			// cloud-init's Jinja reads this text before YAML does; what it
+			// makes of it is TestCloudInitLoadsExactlyWhatThePlanHolds's and
+			// TestJinjaAsUpstreamWhereMeant's to check, with cloud-init itself.
+			return
+		}
 		var parsed cloudinit.Config
 		if err := yaml.UnmarshalStrict(body, &parsed); err != nil {
 			t.Fatalf("output does not parse: %v", err)
