@@ -31,10 +31,13 @@ func checkVerbatim(p *plan.Plan) error {
 			return fmt.Errorf("%s: the content uses cloud-init's instance data ({{ ds.* }}, {{ v1.* }}), which Ignition writes verbatim", f.Source)
 		}
 	}
-	for name, cmds := range map[string][]string{"preKubeadmCommands": p.PreKubeadmCommands, "postKubeadmCommands": p.PostKubeadmCommands} {
-		for i, c := range cmds {
+	for _, cmds := range []struct {
+		field string
+		list  []string
+	}{{"preKubeadmCommands", p.PreKubeadmCommands}, {"postKubeadmCommands", p.PostKubeadmCommands}} {
+		for i, c := range cmds.list {
 			if hasInstanceData(c) {
-				return fmt.Errorf("spec.%s[%d]: the command uses cloud-init's instance data ({{ ds.* }}, {{ v1.* }}), which Ignition runs verbatim; read %s instead", name, i, MetadataEnvFile)
+				return fmt.Errorf("spec.%s[%d]: the command uses cloud-init's instance data ({{ ds.* }}, {{ v1.* }}), which Ignition runs verbatim; read %s instead", cmds.field, i, MetadataEnvFile)
 			}
 		}
 	}
