@@ -122,11 +122,13 @@ func validatePlaceholders(spec *bootstrapv1.KubeadmConfigSpec, format bootstrapv
 	if fills == "" {
 		return nil // cloud-init renders the cloud-config output as a Jinja template
 	}
-	var errs field.ErrorList
-	for _, k := range []struct {
+	// specPart is a top-level spec field, walked for its strings.
+	type specPart struct {
 		name string
 		v    any
-	}{{"clusterConfiguration", &spec.ClusterConfiguration}, {"initConfiguration", &spec.InitConfiguration}, {"joinConfiguration", &spec.JoinConfiguration}} {
+	}
+	var errs field.ErrorList
+	for _, k := range []specPart{{"clusterConfiguration", &spec.ClusterConfiguration}, {"initConfiguration", &spec.InitConfiguration}, {"joinConfiguration", &spec.JoinConfiguration}} {
 		for _, f := range placeholders.InStrings(k.v, base.Child(k.name)) {
 			if !f.Supported() {
 				errs = append(errs, field.Invalid(f.Path, shownPlaceholder(f.Text), fmt.Sprintf(
@@ -138,10 +140,7 @@ func validatePlaceholders(spec *bootstrapv1.KubeadmConfigSpec, format bootstrapv
 	if format != bootstrapv1.Ignition {
 		return errs // raw rejects every other field
 	}
-	for _, x := range []struct {
-		name string
-		v    any
-	}{{"files", spec.Files}, {"preKubeadmCommands", spec.PreKubeadmCommands}, {"postKubeadmCommands", spec.PostKubeadmCommands},
+	for _, x := range []specPart{{"files", spec.Files}, {"preKubeadmCommands", spec.PreKubeadmCommands}, {"postKubeadmCommands", spec.PostKubeadmCommands},
 		{"users", spec.Users}, {"mounts", spec.Mounts}, {"diskSetup", &spec.DiskSetup}, {"ntp", &spec.NTP}} {
 		for _, f := range placeholders.InStrings(x.v, base.Child(x.name)) {
 			if f.InstanceData {

@@ -5,10 +5,10 @@
 // The cloud-config output is a Jinja template that cloud-init renders on the
 // machine, so it honours any of them (and escapes constructs that do not read
 // instance data, so that they reach the machine as written). The other
-// formats have no Jinja: the
-// Ignition output fills the supported ones from Afterburn's metadata and the
-// raw output declares them for its agent; both refuse the rest at admission,
-// because kubeadm would otherwise receive the text verbatim.
+// formats have no Jinja: the Ignition output fills the supported ones from
+// Afterburn's metadata and the raw output declares them for its agent; both
+// refuse the rest at admission, because kubeadm would otherwise receive the
+// text verbatim.
 package placeholders
 
 import (

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -127,7 +128,7 @@ func TestFindClassifiesJinja(t *testing.T) {
 func TestInStringsNamesFieldsAsTheAPIServer(t *testing.T) {
 	jc := upstreambootstrapv1.JoinConfiguration{NodeRegistration: upstreambootstrapv1.NodeRegistrationOptions{
 		Name:             "{{ ds.meta_data.local_hostname }}",
-		KubeletExtraArgs: []upstreambootstrapv1.Arg{{Name: "provider-id", Value: ptrTo("aws:///{{ v1.region }}/x")}},
+		KubeletExtraArgs: []upstreambootstrapv1.Arg{{Name: "provider-id", Value: ptr.To("aws:///{{ v1.region }}/x")}},
 	}}
 	found := InStrings(&jc, field.NewPath("spec", "joinConfiguration"))
 	want := []string{"spec.joinConfiguration.nodeRegistration.name", "spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value"}
@@ -140,5 +141,3 @@ func TestInStringsNamesFieldsAsTheAPIServer(t *testing.T) {
 		}
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -294,17 +294,19 @@ func CloudInitRender(userData []byte, metaData map[string]string) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	var out string
-	err = withFiles(map[string][]byte{"instance-data.json": instance}, func(dir string) error {
-		out, err = runOn(testbin.CloudInit, userData, func(f string) []string {
-			return []string{"devel", "render", "-i", filepath.Join(dir, "instance-data.json"), f}
-		})
+	bin, err := testbin.Path(testbin.CloudInit)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	err = withFiles(map[string][]byte{"user-data": userData, "instance-data.json": instance}, func(dir string) error {
+		out, err = exec.Command(bin, "devel", "render", "-i", filepath.Join(dir, "instance-data.json"), filepath.Join(dir, "user-data")).CombinedOutput()
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cloud-init devel render: %v: %s", err, out)
 	}
-	return []byte(out), nil
+	return out, nil
 }
 
 // instanceData is cloud-init's instance data for a datasource's meta-data:

@@ -67,9 +67,7 @@ type Plan struct {
 	Placeholders []rawv1.Placeholder
 }
 
-// metadataValue is what a metadata value may hold: it lands in YAML, inside
-// whatever quotes the configuration put around the placeholder.
-var metadataValue = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
+var metadataValue = regexp.MustCompile(rawv1.MetadataValuePattern)
 
 // Fill returns the configuration with every declared placeholder replaced
 // by its metadata value.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -36,14 +37,12 @@ func withPlaceholders(format bootstrapv1.Format, action plan.Action) *bootstrapv
 	for _, nr := range []*upstreambootstrapv1.NodeRegistrationOptions{&spec.InitConfiguration.NodeRegistration, &spec.JoinConfiguration.NodeRegistration} {
 		nr.Name = `{{ ds.meta_data["local_hostname"] }}`
 		nr.KubeletExtraArgs = append(nr.KubeletExtraArgs,
-			upstreambootstrapv1.Arg{Name: "provider-id", Value: ptrTo("openstack:///'{{ instance_id }}'")},
-			upstreambootstrapv1.Arg{Name: "node-ip", Value: ptrTo("{{ ds.meta_data.local_ipv4 }}")},
-			upstreambootstrapv1.Arg{Name: "node-labels", Value: ptrTo("host={{ v1.local_hostname }}")})
+			upstreambootstrapv1.Arg{Name: "provider-id", Value: ptr.To("openstack:///'{{ instance_id }}'")},
+			upstreambootstrapv1.Arg{Name: "node-ip", Value: ptr.To("{{ ds.meta_data.local_ipv4 }}")},
+			upstreambootstrapv1.Arg{Name: "node-labels", Value: ptr.To("host={{ v1.local_hostname }}")})
 	}
 	return spec
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // kubeadmConfigOnMachine is the kubeadm configuration a machine hands to
 // kubeadm once the format's consumer filled the placeholders: cloud-init's

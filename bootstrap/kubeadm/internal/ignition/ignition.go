@@ -212,13 +212,13 @@ func kubeadmUnit(mountPoints []string, metadata bool) string {
 	var b strings.Builder
 	b.WriteString("[Unit]\nDescription=Bootstrap this node with kubeadm (Cluster API)\n")
 	// kubeadm needs the container runtime; ordering only, as Flatcar starts it on demand.
+	wants, after := "network-online.target", "network-online.target containerd.service"
 	if metadata {
 		// Wants, not Requires: on a platform without Afterburn the script
 		// falls back or stops with a message naming what is missing.
-		b.WriteString("Wants=network-online.target " + metadataUnit + "\nAfter=network-online.target containerd.service " + metadataUnit + "\n")
-	} else {
-		b.WriteString("Wants=network-online.target\nAfter=network-online.target containerd.service\n")
+		wants, after = wants+" "+metadataUnit, after+" "+metadataUnit
 	}
+	b.WriteString("Wants=" + wants + "\nAfter=" + after + "\n")
 	b.WriteString("ConditionPathExists=!" + DoneMarker + "\n")
 	for _, m := range mountPoints {
 		b.WriteString("RequiresMountsFor=" + m + "\n")

@@ -69,7 +69,9 @@ func fillPlaceholders(configPath string, found []placeholders.Placeholder) strin
 			b.WriteString(" || hostname")
 		}
 		fmt.Fprintf(&b, ") || { echo \"kubeadm.sh: %s has no attribute for %s\" >&2; exit 1; }\n", MetadataEnvFile, ph.Metadata)
-		fmt.Fprintf(&b, "[[ $value =~ ^[A-Za-z0-9._:-]+$ ]] || { echo \"kubeadm.sh: the %s from %s has unexpected characters\" >&2; exit 1; }\n", ph.Metadata, MetadataEnvFile)
+		// The pattern is unquoted: bash reads a quoted right-hand side of =~ as a literal string.
+		fmt.Fprintf(&b, "[[ $value =~ %s ]] || { echo \"kubeadm.sh: the %s from %s has unexpected characters\" >&2; exit 1; }\n",
+			rawv1.MetadataValuePattern, ph.Metadata, MetadataEnvFile)
 		fmt.Fprintf(&b, "config=${config//%s/\"$value\"}\n", shellQuote(ph.Text))
 	}
 	b.WriteString("printf '%s\\n' \"$config\" > " + shellQuote(configPath) + "\n")

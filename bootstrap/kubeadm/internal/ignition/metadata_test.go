@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vincent-petithory/dataurl"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -26,16 +27,14 @@ func placeholderPlan(t *testing.T) *plan.Plan {
 	nr := &spec.JoinConfiguration.NodeRegistration
 	nr.Name = "{{ ds.meta_data['local_hostname'] }}"
 	nr.KubeletExtraArgs = append(nr.KubeletExtraArgs,
-		upstreambootstrapv1.Arg{Name: "provider-id", Value: ptrTo("openstack:///{{ v1.instance_id }}")},
-		upstreambootstrapv1.Arg{Name: "node-ip", Value: ptrTo("{{ds.meta_data.local_ipv4}}")})
+		upstreambootstrapv1.Arg{Name: "provider-id", Value: ptr.To("openstack:///{{ v1.instance_id }}")},
+		upstreambootstrapv1.Arg{Name: "node-ip", Value: ptr.To("{{ds.meta_data.local_ipv4}}")})
 	p, err := plan.Build(plantest.Input(spec, plan.ActionJoin))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func renderedFile(t *testing.T, p *plan.Plan, path string) string {
 	t.Helper()

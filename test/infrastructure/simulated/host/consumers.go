@@ -13,6 +13,7 @@ import (
 	"github.com/coreos/go-systemd/v22/unit"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/pkg/rawagent"
 )
 
@@ -85,7 +86,7 @@ func (ignition) run(ctx context.Context, m *machine) error {
 		return err
 	}
 	// What Flatcar's coreos-metadata.service (Afterburn) writes on OpenStack.
-	if err := writeFile(flatcarMetadataFile, afterburnAttributes(m.metadata()), 0o644); err != nil {
+	if err := writeFile(ignitionguard.MetadataEnvFile, afterburnAttributes(m.metadata()), 0o644); err != nil {
 		return err
 	}
 	common := []string{"-platform", "file", "-root", "/", "-log-to-stdout",
@@ -214,8 +215,6 @@ func (m *machine) metadata() map[rawv1.MetadataKey]string {
 		rawv1.MetadataLocalIPv4:     netip.MustParsePrefix(m.cfg.Address).Addr().String(),
 	}
 }
-
-const flatcarMetadataFile = "/run/metadata/flatcar"
 
 func noCloudMetaData(md map[rawv1.MetadataKey]string) []byte {
 	var b []byte

@@ -46,6 +46,12 @@ const (
 	MetadataLocalIPv4 MetadataKey = "local-ipv4"
 )
 
+// MetadataValuePattern is what a metadata value may hold (an extended regular
+// expression, for Go and bash alike): it replaces a placeholder inside YAML,
+// within whatever quotes the configuration put around it, so it must not
+// carry quotes, spaces or YAML indicators.
+const MetadataValuePattern = `^[A-Za-z0-9._:-]+$`
+
 // MetadataKeys lists every key, in documentation order.
 var MetadataKeys = []MetadataKey{MetadataLocalHostname, MetadataInstanceID, MetadataLocalIPv4}
 
