@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|clusterctl|controller-gen|ignition|ignition-validate|benchstat|cloud-init|podman]...
+#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|clusterctl|controller-gen|ignition|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -27,7 +27,9 @@ minor() { local v=${1#v}; v=${v#*.}; echo "${v%%.*}"; }
 tool_path() {
   case "$1" in
     envtest) echo "${TOOLS_CACHE}/envtest/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}-${ETCD_VERSION}" ;;
-    kube-apiserver | kube-controller-manager | kube-scheduler | kubeadm | kubectl) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}/$1" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubeadm | kubectl | kubelet | kube-proxy) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}/$1" ;;
+    coredns) echo "${TOOLS_CACHE}/coredns/${COREDNS_VERSION}/coredns" ;;
+    node-images) echo "${TOOLS_CACHE}/node-images/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}-etcd${ETCD_VERSION}-coredns${COREDNS_VERSION}-r${NODE_IMAGES_REVISION}" ;;
     etcd) echo "${TOOLS_CACHE}/etcd/${ETCD_VERSION}/etcd" ;;
     controller-gen) echo "${TOOLS_CACHE}/controller-gen/${CONTROLLER_GEN_VERSION}/controller-gen" ;;
     clusterctl) echo "${TOOLS_CACHE}/clusterctl/${CLUSTER_API_VERSION}/clusterctl" ;;
@@ -122,6 +124,35 @@ build_clusterctl() {
     sigs.k8s.io/cluster-api/cmd/clusterctl "-X sigs.k8s.io/cluster-api/version.gitVersion=${CLUSTER_API_VERSION} -X sigs.k8s.io/cluster-api/version.gitMajor=$(major "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitMinor=$(minor "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 }
 
+# CoreDNS for the e2e nodes' coredns image, every plugin of its release.
+build_coredns() {
+  local out
+  out=$(tool_path coredns)
+  [[ -x "${out}" ]] && return 0
+  log "building coredns ${COREDNS_VERSION}"
+  build_in_wrapper "${out}" "$(printf 'module cabpk-formats.local/coredns\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "${COREDNS_VERSION}")" \
+    github.com/coredns/coredns
+}
+
+# What makes an e2e host a node, from Debian's packages: the container
+# runtime, the CNI plugins, iptables (kube-proxy's image carries it too), and
+# the static busybox the tests' pods run.
+install_node_packages() {
+  apt_install_package containerd "the e2e nodes' container runtime" /usr/bin/containerd
+  apt_install_package runc "containerd's OCI runtime" /usr/sbin/runc
+  apt_install_package containernetworking-plugins "the e2e nodes' bridge and host-local CNI plugins" /usr/lib/cni/bridge
+  apt_install_package iptables "kube-proxy's rules" /usr/sbin/xtables-nft-multi
+  apt_install_package busybox-static "the e2e test pods' image" /bin/busybox
+}
+
+# The e2e nodes' images, tagged as kubeadm asks for them (hack/nodeimages).
+build_node_images() {
+  for t in kubeadm envtest kube-controller-manager kube-scheduler kube-proxy coredns node-packages; do build "${t}"; done
+  [[ -f "$(tool_path node-images)/images.json" ]] && return 0
+  log "building the e2e nodes' images (hack/nodeimages)"
+  (cd "${repo_root}" && go run ./hack/nodeimages --out "$(tool_path node-images)")
+}
+
 build_envtest() {
   build_kubernetes_cmd kube-apiserver
   build_etcd
@@ -164,11 +195,16 @@ build() {
   case "$1" in
     all) for t in envtest kubeadm kubectl clusterctl controller-gen ignition-validate cloud-init podman e2e; do build "${t}"; done ;;
     # What the e2e machines run besides kubeadm: the rest of a control plane, and Ignition.
-    e2e) for t in envtest kubeadm kube-controller-manager kube-scheduler ignition cloud-init; do build "${t}"; done ;;
+    # What the e2e machines run: kubeadm, the kubelet with containerd and the
+    # control-plane images, the consumers (Ignition, cloud-init).
+    e2e) for t in envtest kubeadm kube-controller-manager kube-scheduler kubelet node-images ignition cloud-init; do build "${t}"; done ;;
     envtest) build_envtest ;;
     kubeadm) build_kubernetes_cmd kubeadm ;;
     kubectl) build_kubernetes_cmd kubectl ;;
-    kube-controller-manager | kube-scheduler) build_kubernetes_cmd "$1" ;;
+    kube-controller-manager | kube-scheduler | kubelet | kube-proxy) build_kubernetes_cmd "$1" ;;
+    coredns) build_coredns ;;
+    node-packages) install_node_packages ;;
+    node-images) build_node_images ;;
     ignition) build_ignition ;;
     clusterctl) build_clusterctl ;;
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" ;;

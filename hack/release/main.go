@@ -16,30 +16,26 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"sigs.k8s.io/kustomize/api/krusty"
 	kustomizetypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
 )
 
 // ImageName is the manager image's repository name under the registry, as
@@ -157,73 +153,36 @@ func buildManager(platform v1.Platform) ([]byte, error) {
 	return os.ReadFile(out)
 }
 
-// epoch dates every file and the image itself, so the same binary gives the
-// same image digest.
-var epoch = time.Unix(0, 0).UTC()
-
 // Image is the manager image: one layer with /manager and the passwd and
 // group entries of the non-root user it runs as, on an empty base.
 func Image(binary []byte, platform v1.Platform, version string) (v1.Image, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(hdr *tar.Header, content []byte) error {
-		hdr.ModTime, hdr.Format = epoch, tar.FormatPAX
-		if hdr.Typeflag == tar.TypeReg {
-			hdr.Size = int64(len(content))
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		_, err := tw.Write(content)
-		return err
-	}
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", nonrootUID, nonrootGID)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", nonrootGID)
-	for _, e := range []struct {
-		hdr     tar.Header
-		content []byte
-	}{
-		{tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755}, nil},
-		{tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644}, []byte(passwd)},
-		{tar.Header{Name: "etc/group", Typeflag: tar.TypeReg, Mode: 0o644}, []byte(group)},
-		{tar.Header{Name: "home/", Typeflag: tar.TypeDir, Mode: 0o755}, nil},
-		{tar.Header{Name: "home/nonroot/", Typeflag: tar.TypeDir, Mode: 0o700, Uid: nonrootUID, Gid: nonrootGID}, nil},
-		{tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}, nil},
-		{tar.Header{Name: "manager", Typeflag: tar.TypeReg, Mode: 0o755}, binary},
-	} {
-		if err := add(&e.hdr, e.content); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	layerBytes := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerBytes)), nil })
+	home := ociimage.Dir("home/nonroot", 0o700)
+	home.UID, home.GID = nonrootUID, nonrootGID
+	layer, err := ociimage.Layer([]ociimage.Entry{
+		ociimage.Dir("etc", 0o755),
+		ociimage.File("etc/passwd", 0o644, []byte(passwd)),
+		ociimage.File("etc/group", 0o644, []byte(group)),
+		ociimage.Dir("home", 0o755),
+		home,
+		ociimage.Dir("tmp", 0o1777),
+		ociimage.File("manager", 0o755, binary),
+	})
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture, cfg.Variant = platform.OS, platform.Architecture, platform.Variant
-	cfg.Created = v1.Time{Time: epoch}
-	cfg.Config.Entrypoint = []string{"/manager"}
-	cfg.Config.User = fmt.Sprintf("%d:%d", nonrootUID, nonrootGID)
-	cfg.Config.WorkingDir = "/"
-	cfg.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":       ImageName,
-		"org.opencontainers.image.description": "Cluster API kubeadm bootstrap provider with pluggable bootstrap formats (cloud-config, ignition, raw)",
-		"org.opencontainers.image.version":     version,
-		"org.opencontainers.image.licenses":    "Apache-2.0",
-	}
-	return mutate.ConfigFile(img, cfg)
+	return ociimage.Image([]v1.Layer{layer}, platform, v1.Config{
+		Entrypoint: []string{"/manager"},
+		User:       fmt.Sprintf("%d:%d", nonrootUID, nonrootGID),
+		WorkingDir: "/",
+		Labels: map[string]string{
+			"org.opencontainers.image.title":       ImageName,
+			"org.opencontainers.image.description": "Cluster API kubeadm bootstrap provider with pluggable bootstrap formats (cloud-config, ignition, raw)",
+			"org.opencontainers.image.version":     version,
+			"org.opencontainers.image.licenses":    "Apache-2.0",
+		},
+	})
 }
 
 // Components is the kustomize build of the default manifests with the

@@ -13,6 +13,7 @@ import (
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/kubeadmpatch"
 )
 
 // Verdict is how a format treats a field.
@@ -74,6 +75,7 @@ var (
 	rawOnlyKubeadm     = fmt.Sprintf("not supported when spec.format is %q: the raw format carries kubeadm configuration only", bootstrapv1.Raw)
 	cannotUseIgnition  = fmt.Sprintf("not supported when spec.format is set to: %q", bootstrapv1.Ignition)
 	rawNote            = "the raw format carries kubeadm configuration only; the agent that runs kubeadm manages the machine"
+	rawFilesNote       = "only kubeadm's patches: files directly in initConfiguration.patches.directory or joinConfiguration.patches.directory, written whole (no append), as text; the agent writes them before kubeadm runs"
 	ignitionNoBootNote = "Ignition has no stage that runs commands before boot; use preKubeadmCommands"
 )
 
@@ -99,43 +101,65 @@ func whole(name, description string, isSet func(*bootstrapv1.KubeadmConfigSpec) 
 	}
 }
 
+// gzippedPatch sets a kubeadm patch with a gzip encoding.
+func gzippedPatch(s *bootstrapv1.KubeadmConfigSpec) {
+	s.InitConfiguration.Patches.Directory = "/etc/kubeadm/patches"
+	s.Files = []upstreambootstrapv1.File{{Path: "/etc/kubeadm/patches/etcd.yaml", Content: "H4sI", Encoding: upstreambootstrapv1.GzipBase64}}
+}
+
 // Rules is the table, in documentation order.
 var Rules = []Rule{
 	{Field: "clusterConfiguration", Description: "kubeadm ClusterConfiguration (init)"},
 	{Field: "initConfiguration", Description: "kubeadm InitConfiguration (init)"},
 	{Field: "joinConfiguration", Description: "kubeadm JoinConfiguration (join)"},
-	whole("files", "files written before kubeadm runs",
-		func(s *bootstrapv1.KubeadmConfigSpec) bool { return len(s.Files) > 0 },
-		map[bootstrapv1.Format]Treatment{
-			bootstrapv1.Ignition: {Verdict: Restricted, Note: "see files[].encoding"},
-			bootstrapv1.Raw:      {Verdict: Rejected, Note: rawNote},
-		},
-		func(s *bootstrapv1.KubeadmConfigSpec) {
-			s.Files = []upstreambootstrapv1.File{{Path: "/etc/example", Content: "H4sI", Encoding: upstreambootstrapv1.GzipBase64}}
-		}).reportedIn(bootstrapv1.Ignition, "files[0].encoding"),
 	{
-		Field: "files[].encoding", Description: "encoding of the file content",
+		Field: "files", Description: "files written before kubeadm runs",
 		Formats: map[bootstrapv1.Format]Treatment{
-			bootstrapv1.Ignition: {Verdict: Restricted, Note: "gzip and gzip+base64 are rejected (as upstream)"},
-			bootstrapv1.Raw:      {Verdict: Rejected, Note: "see files"},
+			bootstrapv1.Ignition: {Verdict: Restricted, Note: "see files[].encoding"},
+			bootstrapv1.Raw:      {Verdict: Restricted, Note: rawFilesNote},
 		},
 		violations: func(s *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList {
-			var errs field.ErrorList
-			if format != bootstrapv1.Ignition {
-				return nil // raw rejects files as a whole
+			if format != bootstrapv1.Raw {
+				return nil // ignition: see files[].encoding
 			}
+			var errs field.ErrorList
 			for i, f := range s.Files {
-				if f.Encoding == upstreambootstrapv1.Gzip || f.Encoding == upstreambootstrapv1.GzipBase64 {
-					errs = append(errs, field.Forbidden(base.Child("files").Index(i).Child("encoding"), cannotUseIgnition))
+				p := base.Child("files").Index(i)
+				if !kubeadmpatch.In(f.Path, s.InitConfiguration.Patches.Directory) && !kubeadmpatch.In(f.Path, s.JoinConfiguration.Patches.Directory) {
+					errs = append(errs, field.Forbidden(p.Child("path"), rawOnlyKubeadm+
+						"; a file is kubeadm's when it is a patch directly in initConfiguration.patches.directory or joinConfiguration.patches.directory"))
+				}
+				if ptr.Deref(f.Append, false) {
+					errs = append(errs, field.Forbidden(p.Child("append"), rawOnlyKubeadm+"; a kubeadm patch is written whole"))
 				}
 			}
 			return errs
 		},
-		Example: func(s *bootstrapv1.KubeadmConfigSpec) {
-			s.Files = []upstreambootstrapv1.File{{Path: "/etc/example", Content: "H4sI", Encoding: upstreambootstrapv1.GzipBase64}}
+		// Both restrict the encoding of a kubeadm patch; which paths raw
+		// takes is proven by the rule's own tests.
+		Example:     gzippedPatch,
+		ExamplePath: "files[0].encoding",
+	},
+	{
+		Field: "files[].encoding", Description: "encoding of the file content",
+		Formats: map[bootstrapv1.Format]Treatment{
+			bootstrapv1.Ignition: {Verdict: Restricted, Note: "gzip and gzip+base64 are rejected (as upstream)"},
+			bootstrapv1.Raw:      {Verdict: Rejected, Note: "kubeadm patches are text, written as given"},
 		},
-		ExamplePath:  "files[0].encoding",
-		ExamplePaths: map[bootstrapv1.Format]string{bootstrapv1.Raw: "files"},
+		violations: func(s *bootstrapv1.KubeadmConfigSpec, format bootstrapv1.Format, base *field.Path) field.ErrorList {
+			var errs field.ErrorList
+			for i, f := range s.Files {
+				switch {
+				case format == bootstrapv1.Ignition && (f.Encoding == upstreambootstrapv1.Gzip || f.Encoding == upstreambootstrapv1.GzipBase64):
+					errs = append(errs, field.Forbidden(base.Child("files").Index(i).Child("encoding"), cannotUseIgnition))
+				case format == bootstrapv1.Raw && f.Encoding != "":
+					errs = append(errs, field.Forbidden(base.Child("files").Index(i).Child("encoding"), rawOnlyKubeadm+"; kubeadm patches are text"))
+				}
+			}
+			return errs
+		},
+		Example:     gzippedPatch,
+		ExamplePath: "files[0].encoding",
 	},
 	whole("diskSetup", "partitions and file systems to create",
 		func(s *bootstrapv1.KubeadmConfigSpec) bool { return s.DiskSetup.IsDefined() },

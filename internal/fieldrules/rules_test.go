@@ -60,8 +60,8 @@ func TestEveryFieldAndFormat(t *testing.T) {
 				treatment := r.Treatment(format)
 
 				want := "spec." + r.ReportedAt(format)
-				if format == bootstrapv1.Raw && want != "spec."+topLevel(r.Field) {
-					t.Fatalf("raw rejects whole top-level fields, but the table reports at %s", want)
+				if format == bootstrapv1.Raw && ruleOf(topLevel(r.Field)).Treatment(format).Verdict == Rejected && want != "spec."+topLevel(r.Field) {
+					t.Fatalf("raw rejects this whole top-level field, but the table reports at %s", want)
 				}
 				switch treatment.Verdict {
 				case Supported:
@@ -89,7 +89,7 @@ func TestRawReportsEveryFieldAtOnce(t *testing.T) {
 		}
 	}
 	errs := Validate(spec, gates(t, true, true), field.NewPath("spec"))
-	want := []string{"spec.files", "spec.diskSetup", "spec.mounts", "spec.bootCommands", "spec.preKubeadmCommands", "spec.postKubeadmCommands", "spec.users", "spec.ntp", "spec.verbosity", "spec.gzipUserData", "spec.ignition"}
+	want := []string{"spec.diskSetup", "spec.mounts", "spec.bootCommands", "spec.preKubeadmCommands", "spec.postKubeadmCommands", "spec.users", "spec.ntp", "spec.verbosity", "spec.gzipUserData", "spec.ignition"}
 	got := strings.Join(paths(errs), ",")
 	for _, p := range want {
 		if !strings.Contains(got+",", p+",") {
@@ -98,6 +98,67 @@ func TestRawReportsEveryFieldAtOnce(t *testing.T) {
 	}
 	if len(errs) != len(want) {
 		t.Errorf("want %d errors, got %d: %v", len(want), len(errs), got)
+	}
+}
+
+func ruleOf(name string) Rule {
+	for _, r := range Rules {
+		if r.Field == name {
+			return r
+		}
+	}
+	return Rule{}
+}
+
+// The raw format carries a spec's files only when they are kubeadm's
+// patches: directly in a patches directory, whole, as text.
+func TestRawTakesOnlyKubeadmPatches(t *testing.T) {
+	all := gates(t, true, true)
+	for _, tc := range []struct {
+		name  string
+		spec  func(*bootstrapv1.KubeadmConfigSpec)
+		wants []string
+	}{
+		{"a patch for join", func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.JoinConfiguration.Patches.Directory = "/etc/kubeadm/patches"
+			s.Files = []upstreambootstrapv1.File{{Path: "/etc/kubeadm/patches/kubeletconfiguration+merge.yaml", Content: "cgroupDriver: cgroupfs\n"}}
+		}, nil},
+		{"a patch for init, in a template that also joins", func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.InitConfiguration.Patches.Directory = "/etc/kubeadm/init-patches"
+			s.Files = []upstreambootstrapv1.File{{Path: "/etc/kubeadm/init-patches/etcd.yaml", Content: "spec: {}\n"}}
+		}, nil},
+		{"no patches directory", func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.Files = []upstreambootstrapv1.File{{Path: "/etc/kubeadm/patches/etcd.yaml", Content: "spec: {}\n"}}
+		}, []string{"spec.files[0].path"}},
+		{"beside the patches", func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.JoinConfiguration.Patches.Directory = "/etc/kubeadm/patches"
+			s.Files = []upstreambootstrapv1.File{
+				{Path: "/etc/kubeadm/patches/etcd.yaml", Content: "spec: {}\n"},
+				{Path: "/etc/kubeadm/patches/sub/etcd.yaml", Content: "spec: {}\n"},
+				{Path: "/etc/motd", Content: "hi\n"},
+			}
+		}, []string{"spec.files[1].path", "spec.files[2].path"}},
+		{"appended or encoded", func(s *bootstrapv1.KubeadmConfigSpec) {
+			s.JoinConfiguration.Patches.Directory = "/etc/kubeadm/patches"
+			s.Files = []upstreambootstrapv1.File{
+				{Path: "/etc/kubeadm/patches/etcd.yaml", Content: "spec: {}\n", Append: ptr.To(true)},
+				{Path: "/etc/kubeadm/patches/kube-apiserver.yaml", Content: "c3BlYzoge30K", Encoding: upstreambootstrapv1.Base64},
+			}
+		}, []string{"spec.files[0].append", "spec.files[1].encoding"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := joinSpec(bootstrapv1.Raw)
+			tc.spec(spec)
+			errs := Validate(spec, all, field.NewPath("spec"))
+			if got, want := strings.Join(paths(errs), ","), strings.Join(tc.wants, ","); got != want {
+				t.Fatalf("errors at %q, want %q: %v", got, want, errs.ToAggregate())
+			}
+			for _, e := range errs {
+				if !strings.Contains(e.Detail, "the raw format carries kubeadm configuration only") {
+					t.Errorf("%s: the message does not say why: %s", e.Field, e.Detail)
+				}
+			}
+		})
 	}
 }
 

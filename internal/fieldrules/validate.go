@@ -137,8 +137,15 @@ func validatePlaceholders(spec *bootstrapv1.KubeadmConfigSpec, format bootstrapv
 			}
 		}
 	}
-	if format != bootstrapv1.Ignition {
-		return errs // raw rejects every other field
+	if format == bootstrapv1.Raw {
+		// Its only other field: the kubeadm patches the agent writes as given.
+		for _, f := range placeholders.InStrings(spec.Files, base.Child("files")) {
+			if f.InstanceData {
+				errs = append(errs, field.Invalid(f.Path, shownPlaceholder(f.Text),
+					"the agent writes kubeadm patches verbatim: the raw format fills cloud-init's instance data only in kubeadm configuration"))
+			}
+		}
+		return errs
 	}
 	for _, x := range []specPart{{"files", spec.Files}, {"preKubeadmCommands", spec.PreKubeadmCommands}, {"postKubeadmCommands", spec.PostKubeadmCommands},
 		{"users", spec.Users}, {"mounts", spec.Mounts}, {"diskSetup", &spec.DiskSetup}, {"ntp", &spec.NTP}} {

@@ -63,12 +63,20 @@ const (
 	CloudInit             = "cloud-init"
 	Podman                = "podman"
 	Benchstat             = "benchstat"
+	// The e2e nodes' kubelet, and what their images are built from.
+	Kubelet   = "kubelet"
+	KubeProxy = "kube-proxy"
+	CoreDNS   = "coredns"
+	// Debian's packages that make an e2e host a node.
+	Containerd = "containerd"
+	Ctr        = "ctr"
+	Runc       = "runc"
 )
 
 func toolPath(name string) (string, error) {
 	v := Versions
 	switch name {
-	case KubeAPIServer, KubeControllerManager, KubeScheduler, Kubeadm, Kubectl:
+	case KubeAPIServer, KubeControllerManager, KubeScheduler, Kubeadm, Kubectl, Kubelet, KubeProxy:
 		return filepath.Join(CacheDir(), name, v["KUBERNETES_VERSION"]+"-"+v["KUBERNETES_TOOLS_BUILD"], name), nil
 	case Etcd:
 		return filepath.Join(CacheDir(), name, v["ETCD_VERSION"], name), nil
@@ -78,16 +86,28 @@ func toolPath(name string) (string, error) {
 		return filepath.Join(CacheDir(), name, v["IGNITION_VERSION"], name), nil
 	case Benchstat:
 		return filepath.Join(CacheDir(), name, v["BENCHSTAT_VERSION"], name), nil
-	case CloudInit, Podman:
+	case CoreDNS:
+		return filepath.Join(CacheDir(), name, v["COREDNS_VERSION"], name), nil
+	case CloudInit, Podman, Containerd, Ctr, Runc:
 		return exec.LookPath(name)
 	}
 	return "", fmt.Errorf("unknown tool %q", name)
 }
 
+// systemPackage is true for the tools that come from Debian's packages
+// (hack/tools.sh installs them), found on PATH.
+func systemPackage(name string) bool {
+	switch name {
+	case CloudInit, Podman, Containerd, Ctr, Runc:
+		return true
+	}
+	return false
+}
+
 // Path returns the path of an executable tool, or an error that says how to build it.
 func Path(name string) (string, error) {
 	p, err := toolPath(name)
-	if err != nil && name != CloudInit && name != Podman {
+	if err != nil && !systemPackage(name) {
 		return "", err
 	}
 	if err == nil {

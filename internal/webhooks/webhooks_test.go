@@ -148,7 +148,7 @@ func TestRawRejectsEverythingButKubeadmAtOnce(t *testing.T) {
 	c.Spec.PostKubeadmCommands = []string{"q"}
 	c.Spec.Verbosity = ptr.To[int32](3)
 	c.Spec.Ignition.Butane.AdditionalConfig = "storage: {}\n"
-	want := []string{"spec.bootCommands", "spec.diskSetup", "spec.files", "spec.ignition", "spec.mounts", "spec.ntp", "spec.postKubeadmCommands", "spec.preKubeadmCommands", "spec.users", "spec.verbosity"}
+	want := []string{"spec.bootCommands", "spec.diskSetup", "spec.files[0].path", "spec.ignition", "spec.mounts", "spec.ntp", "spec.postKubeadmCommands", "spec.preKubeadmCommands", "spec.users", "spec.verbosity"}
 
 	err := env.Client.Create(context.Background(), c)
 	if got := causes(t, err); !cmp.Equal(got, want) {
@@ -237,7 +237,7 @@ func TestUpdates(t *testing.T) {
 	}
 	// Updates are validated like creates.
 	c.Spec.Files = []upstreambootstrapv1.File{{Path: "/x", Content: "x"}}
-	if got := causes(t, env.Client.Update(ctx, c)); !cmp.Equal(got, []string{"spec.files"}) {
+	if got := causes(t, env.Client.Update(ctx, c)); !cmp.Equal(got, []string{"spec.files[0].path"}) {
 		t.Fatalf("invalid update: %v", got)
 	}
 

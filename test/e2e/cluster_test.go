@@ -35,6 +35,14 @@ func newWorkloadCluster(t *testing.T, name string) *workloadCluster {
 	w := &workloadCluster{Cluster: stack.Cluster{Namespace: name, Name: name}, t: t, c: st.Client}
 	w.create(w.Base()...)
 	t.Cleanup(w.delete)
+	t.Cleanup(func() {
+		// E2E_PAUSE_ON_FAILURE=10m keeps a failed test's cluster for that
+		// long, to look at it (the logs say where its kubeconfig is).
+		if d, err := time.ParseDuration(os.Getenv("E2E_PAUSE_ON_FAILURE")); err == nil && t.Failed() {
+			t.Logf("paused for %s: management kubeconfig %s, workload kubeconfig %s", d, st.Kubeconfig, w.kubeconfigFile())
+			time.Sleep(d)
+		}
+	})
 	return w
 }
 
@@ -146,9 +154,11 @@ func (w *workloadCluster) restConfig() *rest.Config {
 }
 
 // expectNodes checks the workload cluster has exactly the machines' Nodes,
-// matched by provider ID, and returns them.
+// matched by provider ID, each a real node (expectRealNodes), and returns
+// them.
 func (w *workloadCluster) expectNodes(machines []clusterv1.Machine) []corev1.Node {
 	w.t.Helper()
+	w.expectRealNodes(machines)
 	nodes, err := w.workloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		w.t.Fatalf("listing workload nodes: %v", err)
@@ -278,17 +288,26 @@ func (w *workloadCluster) expectNothingLeftBehind(machines int) {
 	}
 }
 
-// waitFor polls cond every 2s until it holds.
-func (w *workloadCluster) waitFor(timeout time.Duration, what string, cond func() bool) {
+// waitFor polls cond every 2s until it holds; details, if given, say what
+// was still missing when it gives up.
+func (w *workloadCluster) waitFor(timeout time.Duration, what string, cond func() bool, details ...func() string) {
 	w.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			w.dumpLogs()
-			w.t.Fatalf("%s: not done after %s", what, timeout)
+			var missing []string
+			for _, d := range details {
+				missing = append(missing, d())
+			}
+			w.t.Fatalf("%s: not done after %s\n%s", what, timeout, strings.Join(missing, "\n"))
 		}
 		time.Sleep(2 * time.Second)
 	}
+}
+
+func objectKey(namespace, name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: namespace, Name: name}
 }
 
 // workerData returns each worker Machine's bootstrap data (format and value).

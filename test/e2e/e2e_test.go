@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,15 @@ func run(m *testing.M) int {
 	fmt.Printf("e2e: stack up in %s; logs in %s\n", time.Since(start).Round(time.Second), stateDir)
 	code := m.Run()
 	st.Stop()
+	// Stopped hosts leave nothing on this machine: no process (their PID
+	// namespaces died), no cgroup, mount, network interface or containerd
+	// root.
+	if left := st.Lab.Leftovers(); len(left) > 0 {
+		fmt.Printf("e2e: the stopped stack left these behind on this machine:\n  %s\n", strings.Join(left, "\n  "))
+		code = 1
+	} else {
+		fmt.Println("e2e: nothing left behind (cgroups, mounts, network interfaces, containerd roots)")
+	}
 	if code == 0 {
 		_ = os.RemoveAll(stateDir)
 	}

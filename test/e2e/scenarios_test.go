@@ -29,6 +29,11 @@ func TestCloudConfigCluster(t *testing.T) {
 	w.machineDeployment("cloud-config-md", bootstrapv1.CloudConfig, 2, 0)
 	machines := w.waitForMachines(3, 5*time.Minute)
 	w.expectNodes(machines)
+	worker := w.workerMachine("cloud-config-md")
+	// A pod on the control plane serves, a pod on a worker looks a Service
+	// up through CoreDNS and fetches from it across the lab network.
+	w.expectPodNetwork("cloud-config-cp-0", worker.Status.NodeRef.Name)
+	w.expectServicesRestarted(worker)
 	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init"})
 	w.expectGzipped("cloud-config-cp-0", func(v []byte) bool { return bytes.HasPrefix(v, []byte{0x1f, 0x8b}) })
 	// What cloud-init made of the users (shadow(5): field 2 the password,
@@ -45,6 +50,9 @@ func TestCloudConfigCluster(t *testing.T) {
 		}
 	}
 	w.expectNothingLeftBehind(3)
+	// Last: the token of a machine deleted before it joined outlives it
+	// until its TTL (the swap/hardening issue's territory).
+	w.expectKubeletFailureVisible(bootstrapv1.CloudConfig)
 }
 
 // TestIgnitionCluster: with its gate off, the manager's webhook denies an
@@ -113,6 +121,8 @@ func TestMixedFormats(t *testing.T) {
 	w.machineDeployment("mixed-raw", bootstrapv1.Raw, 1, 0)
 	w.machineDeployment("mixed-ignition", bootstrapv1.Ignition, 1, 0)
 	w.expectNodes(w.waitForMachines(3, 5*time.Minute))
+	// Between the nodes of the other two formats.
+	w.expectPodNetwork(w.workerMachine("mixed-raw").Status.NodeRef.Name, w.workerMachine("mixed-ignition").Status.NodeRef.Name)
 	w.expectConsumers(map[bootstrapv1.Format]string{
 		bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Raw: "raw agent (pkg/rawagent)", bootstrapv1.Ignition: "ignition",
 	})

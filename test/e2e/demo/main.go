@@ -9,14 +9,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
@@ -62,7 +62,11 @@ func run() error {
 	defer func() {
 		fmt.Println("demo: stopping hosts, controllers, manager and API server...")
 		s.Stop()
-		fmt.Println("demo: stopped; no process, namespace or network interface is left behind")
+		if left := s.Lab.Leftovers(); len(left) > 0 {
+			fmt.Printf("demo: stopped, but these were left behind:\n  %s\n", strings.Join(left, "\n  "))
+			return
+		}
+		fmt.Println("demo: stopped; no process, mount, cgroup, network interface or containerd root is left behind")
 	}()
 
 	c := stack.Cluster{Namespace: "demo", Name: "demo"}
@@ -102,23 +106,48 @@ func run() error {
 	}
 	fmt.Printf("\nall %d machines are running, %s after start\n", want, time.Since(began).Round(time.Second))
 
-	secret := &corev1.Secret{}
-	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name + "-kubeconfig"}, secret); err != nil {
+	kubeconfig, err := stack.WorkloadKubeconfig(ctx, s.Client, c.Namespace, c.Name)
+	if err != nil {
 		return err
 	}
 	workload := filepath.Join(stateDir, "workload.kubeconfig")
-	if err := os.WriteFile(workload, secret.Data["value"], 0o600); err != nil {
+	if err := os.WriteFile(workload, kubeconfig, 0o600); err != nil {
 		return err
 	}
+	// The nodes turn Ready once the simulated cloud routed their pod
+	// networks; CoreDNS and kube-proxy then run.
+	lastStatus := ""
+	for {
+		status, err := stack.ReadWorkloadStatus(ctx, kubeconfig)
+		if err == nil && status.String() != lastStatus {
+			fmt.Printf("%s  workload cluster: %s\n", time.Now().Format("15:04:05"), status)
+			lastStatus = status.String()
+		}
+		if err == nil && status.Done(want) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+	fmt.Printf("\nevery node Ready and every pod Running, %s after start\n\n", time.Since(began).Round(time.Second))
 	kubectl, err := testbin.Path(testbin.Kubectl)
 	if err != nil {
 		kubectl = "kubectl"
 	}
+	get := exec.CommandContext(ctx, kubectl, "--kubeconfig", workload, "get", "nodes,pods", "-A", "-o", "wide")
+	get.Stdout, get.Stderr = os.Stdout, os.Stderr
+	if err := get.Run(); err != nil {
+		fmt.Printf("kubectl get nodes,pods -A: %v\n", err)
+	}
 	fmt.Printf(`
-The workload cluster's API server runs on a simulated host (its etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler are real processes started from kubeadm's manifests):
+The workload cluster runs on simulated hosts: each is a node with containerd, runc and the real kubelet,
+its control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) in containers from
+kubeadm's static pod manifests, CoreDNS and kube-proxy from kubeadm's add-ons:
 
-  %[1]s --kubeconfig %[2]s get nodes -o wide
+  %[1]s --kubeconfig %[2]s get nodes,pods -A -o wide
 
 The management cluster (Cluster API objects, this provider's KubeadmConfigs):
 

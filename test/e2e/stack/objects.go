@@ -25,11 +25,48 @@ const KubernetesVersion = "v1.36.3"
 // (cloud-init's Jinja, Afterburn's attributes, the raw agent's metadata).
 const NodeNamePlaceholder = "{{ ds.meta_data.local_hostname }}"
 
-// NoRuntime is what every spec of the stack's clusters sets: the simulated
-// hosts have no container runtime and no kubelet binary, which kubeadm's
-// preflight checks look for. The node name is the placeholder.
-func NoRuntime() upstreambootstrapv1.NodeRegistrationOptions {
-	return upstreambootstrapv1.NodeRegistrationOptions{Name: NodeNamePlaceholder, IgnorePreflightErrors: []string{"all"}}
+// ProviderIDArg is the kubelet's --provider-id as real templates pass it
+// (kubeletExtraArgs, from the instance's metadata): the simulated cloud's
+// provider ID, which Cluster API matches Nodes to Machines with.
+const ProviderIDArg = "simulated://{{ ds.meta_data.instance_id }}"
+
+// KubeletPatch is the kubeadm patch every spec writes with its files (in
+// every format) and points kubeadm at: what this machine's kernel and the
+// hosts' image need from the kubelet beyond kubeadm's defaults. The hosts
+// have no systemd (kubeadm defaults to its cgroup driver), and this kernel
+// mounts cgroup v1 hierarchies, which kubelet 1.35+ refuses unless told.
+const KubeletPatch = "cgroupDriver: cgroupfs\nfailCgroupV1: false\n"
+
+// KubeadmPatchesDir is where the patch is written; its file name tells
+// kubeadm the target (kubeletconfiguration) and the patch type (merge).
+const KubeadmPatchesDir = "/etc/kubeadm/patches"
+
+// IgnoredPreflightErrors are the kubeadm preflight checks a host in
+// namespaces cannot pass; docs/e2e.md says why for each.
+var IgnoredPreflightErrors = []string{"SystemVerification"}
+
+// NodeRegistration is what every spec of the stack's clusters sets: the
+// node name and provider ID from the host's metadata, and the preflight
+// checks a namespace cannot pass.
+func NodeRegistration() upstreambootstrapv1.NodeRegistrationOptions {
+	return upstreambootstrapv1.NodeRegistrationOptions{
+		Name:                  NodeNamePlaceholder,
+		KubeletExtraArgs:      []upstreambootstrapv1.Arg{{Name: "provider-id", Value: ptr.To(ProviderIDArg)}},
+		IgnorePreflightErrors: IgnoredPreflightErrors,
+	}
+}
+
+// NodeSpec makes a spec one of this lab's nodes: its node registration in
+// init and join, and the kubelet patch written by files and applied by
+// kubeadm.
+func NodeSpec(s *bootstrapv1.KubeadmConfigSpec) {
+	s.InitConfiguration.NodeRegistration = NodeRegistration()
+	s.JoinConfiguration.NodeRegistration = NodeRegistration()
+	s.InitConfiguration.Patches.Directory = KubeadmPatchesDir
+	s.JoinConfiguration.Patches.Directory = KubeadmPatchesDir
+	s.Files = append(s.Files, upstreambootstrapv1.File{
+		Path: KubeadmPatchesDir + "/kubeletconfiguration+merge.yaml", Permissions: "0644", Content: KubeletPatch,
+	})
 }
 
 // Cluster is what a workload cluster's objects are built from.
@@ -45,6 +82,10 @@ func ref(group, kind, name string) clusterv1.ContractVersionedObjectReference {
 	return clusterv1.ContractVersionedObjectReference{APIGroup: group, Kind: kind, Name: name}
 }
 
+// PodCIDR is every workload cluster's pod network; kube-controller-manager
+// gives each node a /24 of it, which the simulated cloud routes.
+const PodCIDR = "10.244.0.0/16"
+
 // Base returns the namespace, the SimulatedCluster and the Cluster (no
 // control-plane provider: control-plane Machines are created directly).
 func (c Cluster) Base() []client.Object {
@@ -53,6 +94,7 @@ func (c Cluster) Base() []client.Object {
 		&infrav1.SimulatedCluster{ObjectMeta: c.meta(c.Name)},
 		&clusterv1.Cluster{ObjectMeta: c.meta(c.Name), Spec: clusterv1.ClusterSpec{
 			InfrastructureRef: ref(infrav1.GroupVersion.Group, "SimulatedCluster", c.Name),
+			ClusterNetwork:    clusterv1.ClusterNetwork{Pods: clusterv1.NetworkRanges{CIDRBlocks: []string{PodCIDR}}},
 		}},
 	}
 }
@@ -68,9 +110,9 @@ func (c Cluster) ControlPlaneMachine(name string, format bootstrapv1.Format, mut
 	m.Labels[clusterv1.MachineControlPlaneLabel] = ""
 	cfg := &bootstrapv1.KubeadmConfig{ObjectMeta: c.meta(name), Spec: bootstrapv1.KubeadmConfigSpec{
 		Format:            format,
-		InitConfiguration: upstreambootstrapv1.InitConfiguration{NodeRegistration: NoRuntime()},
-		JoinConfiguration: upstreambootstrapv1.JoinConfiguration{NodeRegistration: NoRuntime(), ControlPlane: &upstreambootstrapv1.JoinControlPlane{}},
+		JoinConfiguration: upstreambootstrapv1.JoinConfiguration{ControlPlane: &upstreambootstrapv1.JoinControlPlane{}},
 	}}
+	NodeSpec(&cfg.Spec)
 	for _, f := range mutate {
 		f(&cfg.Spec)
 	}
@@ -88,12 +130,11 @@ func (c Cluster) machineSpec(bootstrap, infra clusterv1.ContractVersionedObjectR
 
 // KubeadmConfigTemplate returns a worker template of the given format.
 func (c Cluster) KubeadmConfigTemplate(name string, format bootstrapv1.Format) *bootstrapv1.KubeadmConfigTemplate {
-	return &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: c.meta(name), Spec: bootstrapv1.KubeadmConfigTemplateSpec{
-		Template: bootstrapv1.KubeadmConfigTemplateResource{Spec: bootstrapv1.KubeadmConfigSpec{
-			Format:            format,
-			JoinConfiguration: upstreambootstrapv1.JoinConfiguration{NodeRegistration: NoRuntime()},
-		}},
+	t := &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: c.meta(name), Spec: bootstrapv1.KubeadmConfigTemplateSpec{
+		Template: bootstrapv1.KubeadmConfigTemplateResource{Spec: bootstrapv1.KubeadmConfigSpec{Format: format}},
 	}}
+	NodeSpec(&t.Spec.Template.Spec)
+	return t
 }
 
 // SimulatedMachineTemplate returns a host template; bootDelay makes slow machines.

@@ -70,8 +70,39 @@ type Stack struct {
 	capiStopped chan struct{}
 }
 
-// hostTools are the binaries the hosts need, in the order a missing one is reported.
-var hostTools = []string{testbin.Kubeadm, testbin.KubeAPIServer, testbin.KubeControllerManager, testbin.KubeScheduler, testbin.Etcd, testbin.Ignition}
+// hostTools are the commands the hosts' image has in /usr/local/bin.
+var hostTools = []string{testbin.Kubelet, testbin.Kubeadm, testbin.Kubectl, testbin.Ignition}
+
+// hostPackages are what the hosts' image has from Debian's packages.
+var hostPackages = []string{testbin.Containerd, testbin.Runc, testbin.CloudInit}
+
+// labOptions finds what the hosts are made of: the tools, the packages and
+// the node images with their containerd seed.
+func labOptions(stateDir string) (host.LabOptions, error) {
+	opts := host.LabOptions{StateDir: stateDir, Tools: map[string]string{}}
+	for _, t := range hostTools {
+		p, err := testbin.Path(t)
+		if err != nil {
+			return opts, err
+		}
+		opts.Tools[t] = p
+	}
+	for _, t := range hostPackages {
+		if _, err := testbin.Path(t); err != nil {
+			return opts, err
+		}
+	}
+	images, err := testbin.LoadNodeImages()
+	if err != nil {
+		return opts, err
+	}
+	pause, err := images.Image("pause")
+	if err != nil {
+		return opts, err
+	}
+	opts.ContainerdSeed, opts.PauseImage = images.ContainerdSeed(), pause.Ref
+	return opts, nil
+}
 
 // Start brings the stack up. Stop takes it down.
 func Start(ctx context.Context, opts Options) (*Stack, error) {
@@ -85,16 +116,8 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 
 func (s *Stack) start(ctx context.Context) error {
 	opts := s.opts
-	var err error
-	var toolDirs []string
-	for _, t := range hostTools {
-		p, err := testbin.Path(t)
-		if err != nil {
-			return err
-		}
-		toolDirs = append(toolDirs, filepath.Dir(p))
-	}
-	if _, err := testbin.Path(testbin.CloudInit); err != nil {
+	labOpts, err := labOptions(filepath.Join(opts.StateDir, "hosts"))
+	if err != nil {
 		return err
 	}
 
@@ -129,7 +152,10 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 
 	s.progress("creating the simulated hosts' network")
-	if s.Lab, err = host.NewLab(host.LabOptions{StateDir: filepath.Join(opts.StateDir, "hosts"), ToolDirs: toolDirs}); err != nil {
+	if err := os.MkdirAll(labOpts.StateDir, 0o755); err != nil {
+		return err
+	}
+	if s.Lab, err = host.NewLab(labOpts); err != nil {
 		return err
 	}
 
@@ -291,6 +317,9 @@ func (s *Stack) startClusterAPI(ctx context.Context) error {
 		},
 		func() error {
 			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
+		},
+		func() error {
+			return (&controllers.NetworkReconciler{Client: mgr.GetClient(), Lab: s.Lab, ClusterCache: cache}).SetupWithManager(mgr)
 		},
 	} {
 		if err := setup(); err != nil {

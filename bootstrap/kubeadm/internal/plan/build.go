@@ -193,6 +193,7 @@ func (p *Plan) planInit(spec *bootstrapv1.KubeadmConfigSpec, in Input, version s
 		return fmt.Errorf("%s: %w", specPath.Child("initConfiguration"), err)
 	}
 	p.Kubeadm.Documents = []string{clusterDoc, initDoc}
+	p.Kubeadm.PatchesDirectory = spec.InitConfiguration.Patches.Directory
 	return p.addControlPlaneCertificates(in.Certificates)
 }
 
@@ -244,6 +245,7 @@ func (p *Plan) planJoin(spec *bootstrapv1.KubeadmConfigSpec, in Input, version s
 		return fmt.Errorf("%s: %w", jcPath, err)
 	}
 	p.Kubeadm.Documents = []string{doc}
+	p.Kubeadm.PatchesDirectory = jc.Patches.Directory
 
 	if in.Action == ActionJoinControlPlane {
 		return p.addControlPlaneCertificates(in.Certificates)

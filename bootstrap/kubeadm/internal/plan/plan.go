@@ -93,6 +93,9 @@ type Kubeadm struct {
 	Documents []string
 	// Verbosity is kubeadm's --v, when set.
 	Verbosity *int32
+	// PatchesDirectory is where kubeadm reads its patches from (the
+	// action's configuration's patches.directory), empty when unset.
+	PatchesDirectory string
 }
 
 // ConfigYAML is the kubeadm configuration as one YAML stream.

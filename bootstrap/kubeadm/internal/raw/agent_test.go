@@ -14,6 +14,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
@@ -185,6 +188,45 @@ func TestRawRefusesWhatItCannotCarry(t *testing.T) {
 	for _, want := range []string{"spec.files[0]", "users", "ntp", "diskSetup", "mounts", "bootCommands", "preKubeadmCommands", "postKubeadmCommands", "verbosity"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s: %v", want, err)
+		}
+	}
+}
+
+// A spec's kubeadm patches travel in the files document, for every action;
+// any other file is refused (admission refuses it first, naming the path).
+func TestRawCarriesKubeadmPatches(t *testing.T) {
+	const patch = "/etc/kubeadm/patches/kubeletconfiguration+merge.yaml"
+	for _, action := range []plan.Action{plan.ActionInit, plan.ActionJoinControlPlane, plan.ActionJoin} {
+		spec := plantest.Base(bootstrapv1.Raw, action)
+		spec.InitConfiguration.Patches.Directory = "/etc/kubeadm/patches"
+		spec.JoinConfiguration.Patches.Directory = "/etc/kubeadm/patches"
+		spec.Files = []upstreambootstrapv1.File{{Path: patch, Permissions: "0644", Content: "cgroupDriver: cgroupfs\n"}}
+		p, err := plan.Build(plantest.Input(spec, action))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := raw.Render(p)
+		if err != nil {
+			t.Fatalf("%s: %v", action, err)
+		}
+		var files raw.FilesDocument
+		if err := yaml.UnmarshalStrict(out.Files, &files); err != nil {
+			t.Fatalf("%s: %v", action, err)
+		}
+		i := slices.IndexFunc(files.Files, func(f rawv1.File) bool { return f.Path == patch })
+		if i < 0 || files.Files[i].Content != "cgroupDriver: cgroupfs\n" || files.Files[i].Permissions != "0644" {
+			t.Errorf("%s: the patch is not in the files document as given: %+v", action, files.Files)
+		}
+		if !bytes.Contains(out.Value, []byte("directory: /etc/kubeadm/patches")) {
+			t.Errorf("%s: kubeadm's configuration does not name the patches directory", action)
+		}
+
+		spec.Files = append(spec.Files, upstreambootstrapv1.File{Path: "/etc/motd", Content: "hi\n"})
+		if p, err = plan.Build(plantest.Input(spec, action)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.Render(p); err == nil || !strings.Contains(err.Error(), "spec.files[1]") {
+			t.Errorf("%s: a file that is no kubeadm patch: %v", action, err)
 		}
 	}
 }

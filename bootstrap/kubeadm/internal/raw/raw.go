@@ -6,8 +6,9 @@
 //     `kubeadm init --config`, `kubeadm join --config` and `kubeadm config validate`;
 //   - files: a BootstrapFiles document listing the files kubeadm expects to
 //     find before it runs (the cluster PKI on control-plane machines, the
-//     discovery kubeconfig for file discovery) and the placeholders the agent
-//     fills in `value`. Absent when there are neither.
+//     discovery kubeconfig for file discovery, the spec's kubeadm patches)
+//     and the placeholders the agent fills in `value`. Absent when there are
+//     neither.
 //
 // The files travel separately because `kubeadm config validate` rejects any
 // document kind it does not know. docs/raw-format.md describes the schema.
@@ -21,6 +22,7 @@ import (
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/yaml11"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/kubeadmpatch"
 )
 
 // The document types are public (agents read them); the renderer writes them.
@@ -116,7 +118,9 @@ func appendFiles(b []byte, p *plan.Plan, declared []rawv1.Placeholder) []byte {
 func unsupportedParts(p *plan.Plan) []string {
 	var out []string
 	for _, f := range p.Files {
-		if f.Kind == plan.FileUser {
+		// A spec's file is kubeadm's configuration when it is a patch,
+		// written as given.
+		if f.Kind == plan.FileUser && (!kubeadmpatch.In(f.Path, p.Kubeadm.PatchesDirectory) || f.Append || f.Encoding != "") {
 			out = append(out, "files ("+f.Source+")")
 		}
 	}

@@ -91,7 +91,7 @@ spec:
 	if code == 0 {
 		t.Fatal("invalid template rendered")
 	}
-	for _, p := range []string{"spec.template.spec.files", "spec.template.spec.preKubeadmCommands", "spec.template.spec.verbosity"} {
+	for _, p := range []string{"spec.template.spec.files[0].path", "spec.template.spec.preKubeadmCommands", "spec.template.spec.verbosity"} {
 		if !strings.Contains(errOut, p+": Forbidden") {
 			t.Errorf("missing %s in:\n%s", p, errOut)
 		}

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -99,8 +101,16 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // hostKey is the Lab's name for a SimulatedMachine's host.
 func hostKey(sm *infrav1.SimulatedMachine) string { return sm.Namespace + "/" + sm.Name }
 
-// ProviderID is the provider ID of a SimulatedMachine's host.
-func ProviderID(namespace, name string) string { return "simulated:///" + namespace + "/" + name }
+// InstanceID is the instance-id in a SimulatedMachine's host's metadata.
+func InstanceID(namespace, name string) string { return namespace + "." + name }
+
+// providerIDPrefix starts every provider ID of the simulated cloud.
+const providerIDPrefix = "simulated://"
+
+// ProviderID is the provider ID of a SimulatedMachine's host: what its
+// kubelet is told to report, through the instance-id placeholder of its
+// bootstrap data (--provider-id=simulated://{{ ds.meta_data.instance_id }}).
+func ProviderID(namespace, name string) string { return providerIDPrefix + InstanceID(namespace, name) }
 
 // Reconcile boots a host once the Machine has bootstrap data, and reports
 // how far it got.
@@ -136,7 +146,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		spec := host.HostSpec{
 			Name:       hostKey(sm),
 			Hostname:   machine.Name,
-			ProviderID: ProviderID(sm.Namespace, sm.Name),
+			InstanceID: InstanceID(sm.Namespace, sm.Name),
 			Data:       secret.Data,
 		}
 		if util.IsControlPlaneMachine(machine) {
@@ -148,7 +158,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if h, err = r.Lab.StartHost(spec); err != nil {
 			return ctrl.Result{}, fmt.Errorf("booting host: %w", err)
 		}
-		sm.Spec.ProviderID = spec.ProviderID
+		sm.Spec.ProviderID = ProviderID(sm.Namespace, sm.Name)
 		if err := r.Client.Update(ctx, sm); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -176,6 +186,14 @@ func (r *MachineReconciler) setHostStatus(ctx context.Context, sm *infrav1.Simul
 	if st.Consumer != "" {
 		sm.Status.Consumer = st.Consumer
 	}
+	// Ready, which Cluster API mirrors into the Machine's
+	// InfrastructureReady condition: the host ran its bootstrap data.
+	ready := metav1.Condition{Type: clusterv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: string(st.Phase), Message: st.Message}
+	if st.Phase == infrav1.HostBootstrapped {
+		ready.Status = metav1.ConditionTrue
+	}
+	ready.ObservedGeneration = sm.Generation
+	meta.SetStatusCondition(&sm.Status.Conditions, ready)
 	err := r.Client.Status().Update(ctx, sm)
 	if apierrors.IsConflict(err) {
 		return nil // the next event brings the fresh object

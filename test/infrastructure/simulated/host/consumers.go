@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/netip"
@@ -9,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-
-	"github.com/coreos/go-systemd/v22/unit"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
@@ -92,7 +89,7 @@ func (ignition) run(ctx context.Context, m *machine) error {
 	common := []string{"-platform", "file", "-root", "/", "-log-to-stdout",
 		"-config-cache", filepath.Join(dir, "config.json"), "-state-file", filepath.Join(dir, "state.json"), "-neednet", filepath.Join(dir, "neednet")}
 	for _, stage := range []string{"fetch-offline", "files"} {
-		cmd := exec.CommandContext(ctx, "ignition", append([]string{"-stage", stage}, common...)...)
+		cmd := exec.CommandContext(ctx, m.cfg.Tools["ignition"], append([]string{"-stage", stage}, common...)...)
 		cmd.Env = append(os.Environ(), "IGNITION_CONFIG_FILE="+config)
 		cmd.Stdout, cmd.Stderr = m.out, m.out
 		if err := cmd.Run(); err != nil {
@@ -102,104 +99,30 @@ func (ignition) run(ctx context.Context, m *machine) error {
 	return runEnabledUnits(ctx, m)
 }
 
-// runEnabledUnits starts the services Ignition enabled, in preset order, the
-// way systemd would at boot: conditions, environment and ExecStart* lines.
-// Mount units are reported and skipped: hosts have no disks of their own.
+// runEnabledUnits does what the boot after Ignition does with the units it
+// enabled (its preset file): starts each service through the host's service
+// manager and waits for the oneshot ones (kubeadm.service) to finish. Mount
+// units are reported and skipped: hosts have no disks of their own.
 func runEnabledUnits(ctx context.Context, m *machine) error {
-	presets, err := os.ReadFile("/etc/systemd/system-preset/20-ignition.preset")
+	names, err := m.systemd.EnablePresets("/etc/systemd/system-preset/20-ignition.preset")
 	if err != nil {
 		return fmt.Errorf("ignition enabled no units: %w", err)
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(presets)))
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) != 2 || fields[0] != "enable" {
-			continue
-		}
-		name := fields[1]
+	for _, name := range names {
 		if !strings.HasSuffix(name, ".service") {
 			m.log.Printf("unit %s: not started (only services run on a simulated host)", name)
 			continue
 		}
-		if _, err := os.Stat(filepath.Join("/etc/systemd/system", name)); err != nil {
-			// An image's own unit (kubelet.service): the simulated kubelet stands in.
-			m.log.Printf("unit %s: enabled, but this host has no such unit", name)
-			continue
-		}
-		if err := runService(ctx, m, name); err != nil {
+		if _, err := m.systemd.Start(name); err != nil {
 			return fmt.Errorf("unit %s: %w", name, err)
 		}
 	}
-	return nil
-}
-
-func runService(ctx context.Context, m *machine, name string) error {
-	paths := []string{filepath.Join("/etc/systemd/system", name)}
-	dropIns, _ := filepath.Glob(filepath.Join("/etc/systemd/system", name+".d", "*.conf"))
-	paths = append(paths, dropIns...)
-	var opts []*unit.UnitOption
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return err
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".service") {
+			continue
 		}
-		o, err := unit.Deserialize(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		opts = append(opts, o...)
-	}
-	env := os.Environ()
-	var execs [3][]string // ExecStartPre, ExecStart, ExecStartPost
-	for _, o := range opts {
-		switch {
-		case o.Section == "Unit" && o.Name == "ConditionPathExists":
-			path, negate := strings.CutPrefix(o.Value, "!")
-			_, statErr := os.Stat(path)
-			if (statErr == nil) == negate {
-				m.log.Printf("unit %s: condition %s=%s not met, not started", name, o.Name, o.Value)
-				return nil
-			}
-		case o.Section == "Service" && o.Name == "Environment":
-			env = append(env, strings.Fields(strings.Trim(o.Value, `"`))...)
-		case o.Section == "Service" && o.Name == "EnvironmentFile":
-			path, optional := strings.CutPrefix(o.Value, "-")
-			b, err := os.ReadFile(path)
-			if err != nil && !optional {
-				return err
-			}
-			for _, line := range strings.Split(string(b), "\n") {
-				if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-					env = append(env, line)
-				}
-			}
-		case o.Section == "Service" && o.Name == "ExecStartPre":
-			execs[0] = append(execs[0], o.Value)
-		case o.Section == "Service" && o.Name == "ExecStart":
-			if o.Value == "" { // a drop-in resets the list
-				execs[1] = nil
-				continue
-			}
-			execs[1] = append(execs[1], o.Value)
-		case o.Section == "Service" && o.Name == "ExecStartPost":
-			execs[2] = append(execs[2], o.Value)
-		}
-	}
-	m.log.Printf("unit %s: starting", name)
-	for _, group := range execs {
-		for _, line := range group {
-			ignoreFailure := strings.HasPrefix(line, "-")
-			argv := strings.Fields(strings.TrimLeft(line, "-@+!:"))
-			if len(argv) == 0 {
-				continue
-			}
-			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-			cmd.Env = env
-			cmd.Stdout, cmd.Stderr = m.out, m.out
-			if err := cmd.Run(); err != nil && !ignoreFailure {
-				return fmt.Errorf("%s: %w", argv[0], err)
-			}
+		if err := m.systemd.Result(ctx, name); err != nil {
+			return fmt.Errorf("unit %s: %w (see %s)", name, err, strings.TrimSuffix(name, ".service")+".log")
 		}
 	}
 	return nil
@@ -211,7 +134,7 @@ func runService(ctx context.Context, m *machine, name string) error {
 func (m *machine) metadata() map[rawv1.MetadataKey]string {
 	return map[rawv1.MetadataKey]string{
 		rawv1.MetadataLocalHostname: m.cfg.Name,
-		rawv1.MetadataInstanceID:    "simulated-" + m.cfg.Name,
+		rawv1.MetadataInstanceID:    m.cfg.InstanceID,
 		rawv1.MetadataLocalIPv4:     netip.MustParsePrefix(m.cfg.Address).Addr().String(),
 	}
 }

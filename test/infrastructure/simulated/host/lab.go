@@ -2,13 +2,15 @@
 // A Lab is a private network on this machine (a bridge inside a network
 // namespace of its own, reached from the host through one veth pair); each
 // Host is a process tree isolated like a real machine — its own mount, UTS,
-// network, PID and IPC namespaces, overlays over /etc, /var, /opt, /root... —
-// that runs its bootstrap data with the format's real consumer (cloud-init,
-// Ignition, the raw agent), runs real kubeadm, and keeps a simulated kubelet
-// (static pods as processes, TLS bootstrap, Node registration) alive.
+// network, PID, IPC and cgroup namespaces, overlays over /etc, /var, /opt,
+// /root... — that boots a node's image (containerd, runc, the real kubelet
+// under a stand-in for systemd), runs its bootstrap data with the format's
+// real consumer (cloud-init, Ignition, the raw agent) and real kubeadm, and
+// keeps its kubelet and containers running.
 //
 // Nothing leaves the Lab: addresses are inside a /24 no host interface uses,
-// and every namespace and process dies with the process that created the Lab.
+// every namespace and process dies with the process that created the Lab, and
+// a stopped host's cgroups and containerd root are removed.
 package host
 
 import (
@@ -29,6 +31,9 @@ import (
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
+// CgroupPrefix starts the name of every host's cgroup on this machine.
+const CgroupPrefix = "cabpk-lab"
+
 // Lab is a private network and the hosts on it.
 type Lab struct {
 	// Subnet is the Lab's /24; Gateway is the host side's address on it.
@@ -38,7 +43,10 @@ type Lab struct {
 	stateDir string
 	hostIf   string
 	lan      *exec.Cmd // holds the network namespace with the bridge
-	tools    []string  // directories put on the hosts' PATH
+	opts     LabOptions
+	cgroups  []cgroupHierarchy
+	// cgroupPrefix starts the name of every host's cgroup.
+	cgroupPrefix string
 
 	mu       sync.Mutex
 	hosts    map[string]*Host
@@ -48,11 +56,17 @@ type Lab struct {
 
 // LabOptions configure a Lab.
 type LabOptions struct {
-	// StateDir holds the hosts' logs; it must exist.
+	// StateDir holds the hosts' logs and containerd roots; it must exist,
+	// on a file system that takes overlayfs upper directories (not tmpfs
+	// or overlayfs).
 	StateDir string
-	// ToolDirs are put in front of each host's PATH: where kubeadm, etcd,
-	// kube-apiserver, kube-controller-manager, kube-scheduler and ignition live.
-	ToolDirs []string
+	// Tools are the commands each host's image has in /usr/local/bin
+	// (kubelet, kubeadm, kubectl, ignition), as paths of this machine.
+	Tools map[string]string
+	// ContainerdSeed is a containerd root holding the node images
+	// (hack/nodeimages); PauseImage is the sandbox image among them.
+	ContainerdSeed string
+	PauseImage     string
 }
 
 // NewLab creates the network. Close removes it.
@@ -61,13 +75,20 @@ func NewLab(opts LabOptions) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
+	cgroups, err := machineCgroups()
+	if err != nil {
+		return nil, err
+	}
+	removeStaleCgroups(cgroups)
 	l := &Lab{
-		Subnet:   subnet,
-		Gateway:  subnet.Addr().Next(),
-		stateDir: opts.StateDir,
-		tools:    opts.ToolDirs,
-		hosts:    map[string]*Host{},
-		reserved: map[netip.Addr]string{},
+		Subnet:       subnet,
+		Gateway:      subnet.Addr().Next(),
+		stateDir:     opts.StateDir,
+		opts:         opts,
+		cgroups:      cgroups,
+		cgroupPrefix: fmt.Sprintf("%s%d-", CgroupPrefix, subnet.Addr().As4()[2]),
+		hosts:        map[string]*Host{},
+		reserved:     map[netip.Addr]string{},
 	}
 	l.hostIf = fmt.Sprintf("cabpk%d", subnet.Addr().As4()[2])
 	// The LAN namespace is held by a sleeping process that dies with us; the
@@ -189,8 +210,8 @@ type HostSpec struct {
 	// AddressKey names an address reserved with ReserveAddress that the
 	// host takes if no other host has it; otherwise it gets a fresh address.
 	AddressKey string
-	// ProviderID is what the host's metadata says its provider ID is.
-	ProviderID string
+	// InstanceID is the host's instance-id in its metadata.
+	InstanceID string
 	// BootDelay delays running the bootstrap data.
 	BootDelay time.Duration
 	// Data is the bootstrap data secret's Data (value, format, ...).
@@ -225,7 +246,8 @@ func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
 	}
 	l.nextLink++
 	link := fmt.Sprintf("h%d", l.nextLink)
-	h := &Host{lab: l, Name: spec.Name, Address: addr, addressKey: spec.AddressKey, phase: infrav1.HostBooting}
+	h := &Host{lab: l, Name: spec.Name, Address: addr, addressKey: spec.AddressKey, phase: infrav1.HostBooting,
+		cgroup: l.cgroupPrefix + link}
 	l.hosts[spec.Name] = h
 	l.mu.Unlock()
 
@@ -251,13 +273,21 @@ type Host struct {
 	addressKey string
 	LogPath    string
 
+	// cgroup names the host's cgroup; dir holds its logs and containerd root.
+	cgroup string
+	dir    string
+
 	cmd  *exec.Cmd
 	done chan struct{}
+	// cleaned closes once Stop removed what the host left on this machine.
+	cleaned  chan struct{}
+	cleanErr error
 
-	mu       sync.Mutex
-	phase    infrav1.HostPhase
-	message  string
-	consumer string
+	mu         sync.Mutex
+	phase      infrav1.HostPhase
+	message    string
+	consumer   string
+	podNetwork *PodNetwork
 }
 
 // Status is a host's progress, as the host reports it.
@@ -286,7 +316,11 @@ func (h *Host) setStatus(s Status) {
 func (h *Host) start(spec HostSpec, link string) error {
 	l := h.lab
 	dir := filepath.Join(l.stateDir, h.Name)
+	h.dir = dir
 	if err := os.MkdirAll(filepath.Join(dir, "layers"), 0o700); err != nil {
+		return err
+	}
+	if err := createCgroup(l.cgroups, h.cgroup); err != nil {
 		return err
 	}
 	h.LogPath = filepath.Join(dir, "host.log")
@@ -296,15 +330,20 @@ func (h *Host) start(spec HostSpec, link string) error {
 	}
 	defer logFile.Close()
 	cfg := machineConfig{
-		Name:       spec.Hostname,
-		Address:    netip.PrefixFrom(h.Address, l.Subnet.Bits()).String(),
-		Gateway:    l.Gateway.String(),
-		ProviderID: spec.ProviderID,
-		BootDelay:  spec.BootDelay,
-		Data:       spec.Data,
-		LayersDir:  filepath.Join(dir, "layers"),
-		LogDir:     dir,
-		ToolDirs:   l.tools,
+		Name:           spec.Hostname,
+		InstanceID:     spec.InstanceID,
+		Address:        netip.PrefixFrom(h.Address, l.Subnet.Bits()).String(),
+		Gateway:        l.Gateway.String(),
+		BootDelay:      spec.BootDelay,
+		Data:           spec.Data,
+		LayersDir:      filepath.Join(dir, "layers"),
+		LogDir:         dir,
+		Tools:          l.opts.Tools,
+		Cgroup:         h.cgroup,
+		Cgroups:        l.cgroups,
+		ContainerdDir:  filepath.Join(dir, "containerd"),
+		ContainerdSeed: l.opts.ContainerdSeed,
+		PauseImage:     l.opts.PauseImage,
 	}
 	// The bootstrap data holds keys and a token: it goes through a pipe,
 	// never through arguments or the environment.
@@ -321,7 +360,7 @@ func (h *Host) start(spec HostSpec, link string) error {
 		return err
 	}
 	h.cmd = exec.Command(self)
-	h.cmd.Env = append(os.Environ(), machineEnv+"=1")
+	h.cmd.Env = append(os.Environ(), machineEnv+"="+modeInit)
 	h.cmd.Stdin = bytes.NewReader(cfgJSON)
 	h.cmd.Stdout, h.cmd.Stderr = logFile, logFile
 	h.cmd.ExtraFiles = []*os.File{statusW}
@@ -372,13 +411,37 @@ func (h *Host) readStatus(r *os.File) {
 	h.mu.Unlock()
 }
 
-// Stop powers the host off: its PID namespace goes, and every process in it.
+// Stop powers the host off: its PID namespace goes, and every process in it
+// (containerd, its shims, the containers, the kubelet); then its cgroups and
+// its containerd root are removed. Stopping a stopped host waits for that.
 func (h *Host) Stop() {
+	h.mu.Lock()
+	first := h.cleaned == nil
+	if first {
+		h.cleaned = make(chan struct{})
+	}
+	cleaned := h.cleaned
+	h.mu.Unlock()
+	if !first {
+		<-cleaned
+		return
+	}
+	defer close(cleaned)
 	if h.cmd != nil && h.cmd.Process != nil {
 		_ = h.cmd.Process.Kill()
 		<-h.done
 	}
 	l := h.lab
+	var errs []error
+	if h.cgroup != "" {
+		errs = append(errs, removeCgroup(l.cgroups, h.cgroup))
+	}
+	if h.dir != "" {
+		// The host's mounts went with its mount namespace; what stays on
+		// this machine's disk is containerd's root.
+		errs = append(errs, os.RemoveAll(filepath.Join(h.dir, "containerd")), os.RemoveAll(filepath.Join(h.dir, "layers")))
+	}
+	h.cleanErr = errors.Join(errs...)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.hosts[h.Name] == h {
@@ -398,9 +461,40 @@ func (h *Host) Stop() {
 // Exec runs a command inside the host (its mount, UTS, network, IPC and PID
 // namespaces), as logging in to the machine would, and returns its output.
 func (h *Host) Exec(args ...string) ([]byte, error) {
-	if h.cmd == nil || h.cmd.Process == nil {
-		return nil, fmt.Errorf("host %s is not running", h.Name)
+	return h.execWithInput(nil, args...)
+}
+
+// Leftovers lists what a stopped host left on this machine: cgroups, its
+// containerd root, its end of the lab's network, and Stop's own errors.
+func (h *Host) Leftovers() []string {
+	var left []string
+	if h.cleanErr != nil {
+		left = append(left, h.cleanErr.Error())
 	}
-	nsenter := append([]string{"-t", fmt.Sprint(h.cmd.Process.Pid), "-m", "-u", "-n", "-i", "-p", "--"}, args...)
-	return exec.Command("nsenter", nsenter...).CombinedOutput()
+	left = append(left, leftoverCgroups(h.lab.cgroups, h.cgroup)...)
+	for _, d := range []string{"containerd", "layers"} {
+		if _, err := os.Stat(filepath.Join(h.dir, d)); err == nil {
+			left = append(left, filepath.Join(h.dir, d))
+		}
+	}
+	return left
+}
+
+// Leftovers lists what a closed Lab left on this machine: host cgroups,
+// network interfaces, mounts or containerd roots under its state directory.
+func (l *Lab) Leftovers() []string {
+	left := leftoverCgroups(l.cgroups, l.cgroupPrefix)
+	if err := exec.Command("ip", "link", "show", l.hostIf).Run(); err == nil {
+		left = append(left, "network interface "+l.hostIf)
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], l.stateDir) {
+				left = append(left, "mount "+f[4])
+			}
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(l.stateDir, "*", "*", "containerd"))
+	left = append(left, dirs...)
+	return left
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -18,31 +19,104 @@ import (
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
-// machineEnv marks a process as a host (see RunIfHost).
+// machineEnv marks a process as part of a host (see RunIfHost); its value
+// says which part.
 const machineEnv = "CABPK_SIMULATED_HOST"
+
+const (
+	// modeInit is the host's first process (PID 1 of its PID namespace).
+	modeInit = "init"
+	// modeAgent boots the host and runs its bootstrap data.
+	modeAgent = "agent"
+	// modeSystemctl is the systemctl shim's client.
+	modeSystemctl = "systemctl"
+)
 
 // machineConfig is what the Lab hands a host through its stdin.
 type machineConfig struct {
 	Name       string            `json:"name"`
+	InstanceID string            `json:"instanceID"`
 	Address    string            `json:"address"` // CIDR
 	Gateway    string            `json:"gateway"`
-	ProviderID string            `json:"providerID"`
 	BootDelay  time.Duration     `json:"bootDelay"`
 	Data       map[string][]byte `json:"data"`
 	LayersDir  string            `json:"layersDir"`
 	LogDir     string            `json:"logDir"`
-	ToolDirs   []string          `json:"toolDirs"`
+	// Tools are the commands the image has in /usr/local/bin (kubelet,
+	// kubeadm, kubectl, ignition), as paths of this machine.
+	Tools map[string]string `json:"tools"`
+	// Cgroup names the host's cgroup in each of Cgroups.
+	Cgroup  string            `json:"cgroup"`
+	Cgroups []cgroupHierarchy `json:"cgroups"`
+	// ContainerdDir is the host's containerd root on this machine's disk,
+	// made from ContainerdSeed.
+	ContainerdDir  string `json:"containerdDir"`
+	ContainerdSeed string `json:"containerdSeed"`
+	PauseImage     string `json:"pauseImage"`
 }
 
-// RunIfHost turns this process into a simulated host when the Lab started it
-// as one, and never returns then. Programs that create a Lab (the e2e tests'
-// TestMain, the demo) call it first thing: a host is this same executable
-// re-run inside fresh namespaces.
+// RunIfHost turns this process into a part of a simulated host when the Lab
+// (or the host itself) started it as one, and never returns then. Programs
+// that create a Lab (the e2e tests' TestMain, the demo) call it first thing:
+// a host is this same executable re-run inside fresh namespaces.
 func RunIfHost() {
-	if os.Getenv(machineEnv) == "" {
+	switch os.Getenv(machineEnv) {
+	case "":
 		return
+	case modeInit:
+		os.Exit(runInit())
+	case modeSystemctl:
+		os.Exit(runSystemctl(os.Args[1:]))
+	default:
+		os.Exit(runHost())
 	}
-	os.Exit(runHost())
+}
+
+// runInit is the host's PID 1: it moves into the host's cgroup, starts the
+// agent in a cgroup namespace rooted there, and reaps every process that
+// ends up with it (containerd's shims, kubeadm's children) until the agent
+// exits, which ends the host.
+func runInit() int {
+	raw, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "init: reading the host configuration: %v\n", err)
+		return 1
+	}
+	var cfg machineConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "init: reading the host configuration: %v\n", err)
+		return 1
+	}
+	if err := joinCgroup(cfg.Cgroups, cfg.Cgroup); err != nil {
+		fmt.Fprintf(os.Stderr, "init: %v\n", err)
+		return 1
+	}
+	agent := exec.Command("/proc/self/exe")
+	agent.Env = append(os.Environ(), machineEnv+"="+modeAgent)
+	agent.Stdin = strings.NewReader(string(raw))
+	agent.Stdout, agent.Stderr = os.Stdout, os.Stderr
+	agent.ExtraFiles = []*os.File{os.NewFile(3, "status")}
+	agent.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWCGROUP}
+	if err := agent.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "init: starting the host agent: %v\n", err)
+		return 1
+	}
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 1
+		}
+		if pid == agent.Process.Pid {
+			if ws.Exited() {
+				return ws.ExitStatus()
+			}
+			return 1
+		}
+	}
 }
 
 // machine is the host's side: its configuration, log and status channel.
@@ -53,6 +127,7 @@ type machine struct {
 	status       *os.File
 	logDir       string // the Lab's log directory, reached through an open descriptor
 	logDirHandle *os.File
+	systemd      *systemd
 }
 
 func (m *machine) report(phase infrav1.HostPhase, message, consumer string) {
@@ -72,8 +147,7 @@ func runHost() int {
 		return 1
 	}
 	ctx := context.Background()
-	k := &kubelet{m: m, providerID: m.cfg.ProviderID, address: strings.Split(m.cfg.Address, "/")[0]}
-	go k.run(ctx)
+	go m.watchKubelet(ctx)
 
 	if m.cfg.BootDelay > 0 {
 		m.report(infrav1.HostBooting, fmt.Sprintf("a slow machine: waiting %s before running the bootstrap data", m.cfg.BootDelay), "")
@@ -87,7 +161,7 @@ func runHost() int {
 	}
 	m.report(infrav1.HostBootstrapping, "running the bootstrap data with "+consumer.name(), consumer.name())
 	if err := consumer.run(ctx, m); err != nil {
-		m.report(infrav1.HostFailed, err.Error(), consumer.name())
+		m.report(infrav1.HostFailed, err.Error()+m.kubeletTrouble(), consumer.name())
 		select {}
 	}
 	if _, err := os.Stat(rawv1.SuccessSentinel); err != nil {
@@ -95,11 +169,53 @@ func runHost() int {
 		select {}
 	}
 	m.report(infrav1.HostBootstrapped, consumer.name()+" ran the bootstrap data; kubeadm succeeded", consumer.name())
-	// The host keeps running its kubelet and static pods until powered off.
+	// The host keeps running its services until powered off.
 	select {}
 }
 
-// boot isolates the host's files and joins it to the Lab's network.
+// kubeletTrouble says why the kubelet keeps failing since kubeadm configured
+// it, in the kubelet's own words, or nothing when it does not.
+func (m *machine) kubeletTrouble() string {
+	if _, err := os.Stat(kubeletConfigYAML); err != nil {
+		return ""
+	}
+	state, starts, failures, lastError := m.systemd.Status(kubeletUnitName)
+	if state == StateActive || failures == 0 || starts < 2 {
+		return ""
+	}
+	return fmt.Sprintf("; kubelet.service is %s, failed %d times, last: %s", state, failures, lastError)
+}
+
+// watchKubelet reports a kubelet that keeps failing once kubeadm configured
+// it (a bad flag in the data): the host's status then carries the kubelet's
+// error while kubeadm still waits for it.
+func (m *machine) watchKubelet(ctx context.Context) {
+	var baseline = -1
+	reported := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(3 * time.Second):
+		}
+		if _, err := os.Stat(kubeletConfigYAML); err != nil {
+			continue
+		}
+		state, _, failures, lastError := m.systemd.Status(kubeletUnitName)
+		if baseline < 0 {
+			baseline = failures // failures before kubeadm configured it are expected
+			continue
+		}
+		if state != StateActive && failures-baseline >= 2 && lastError != reported {
+			reported = lastError
+			m.report(infrav1.HostBootstrapping, fmt.Sprintf("kubelet.service keeps failing (%d times since kubeadm configured it): %s", failures-baseline, lastError), "")
+		}
+	}
+}
+
+// boot isolates the host's files, gives it its own view of the cgroups,
+// joins it to the Lab's network, installs the node's image and starts the
+// services it enables (containerd, the kubelet).
 func (m *machine) boot() error {
 	// The Lab's log directory is hidden by the fresh /tmp below; keep a handle.
 	dir, err := os.Open(m.cfg.LogDir)
@@ -111,6 +227,9 @@ func (m *machine) boot() error {
 	}
 	m.logDirHandle = dir // kept referenced: a collected *os.File closes its descriptor
 	m.logDir = fmt.Sprintf("/proc/self/fd/%d", dir.Fd())
+	if err := mountCgroups(m.cfg.Cgroups); err != nil {
+		return err
+	}
 	if err := syscall.Sethostname([]byte(m.cfg.Name)); err != nil {
 		return err
 	}
@@ -123,15 +242,49 @@ func (m *machine) boot() error {
 	if err := os.WriteFile("/etc/hosts", hosts, 0o644); err != nil {
 		return err
 	}
-	os.Setenv("PATH", strings.Join(append(m.cfg.ToolDirs, os.Getenv("PATH")), ":"))
+	os.Setenv("PATH", strings.TrimPrefix(defaultPath, "PATH="))
 	os.Setenv("HOME", "/root")
 	os.Unsetenv(machineEnv)
-	return m.joinNetwork(addr)
+	if err := m.joinNetwork(addr); err != nil {
+		return err
+	}
+	if err := m.installImage(); err != nil {
+		return fmt.Errorf("installing the node's image: %w", err)
+	}
+	return m.startServices()
+}
+
+// startServices starts the service manager with the image's enabled units
+// and waits for the container runtime, as a boot reaches multi-user.target
+// before cloud-init's final stage runs.
+func (m *machine) startServices() error {
+	m.systemd = newSystemd(m.log.Printf, m.logFile)
+	if err := os.MkdirAll(filepath.Dir(systemctlSocket), 0o755); err != nil {
+		return err
+	}
+	l, err := net.Listen("unix", systemctlSocket)
+	if err != nil {
+		return err
+	}
+	go m.systemd.serveSystemctl(l)
+	m.systemd.Enable(containerdUnitName, kubeletUnitName)
+	m.systemd.StartEnabled()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		state, _, _, lastError := m.systemd.Status(containerdUnitName)
+		if state == StateActive {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("containerd.service is %s after 60s: %s (see containerd.log)", state, lastError)
+		}
+	}
 }
 
 // isolateFiles gives the host its own writable view of the machine: every
 // directory a consumer or kubeadm writes to is an overlay (reads fall through
-// to this machine's files, writes stay in the host's memory) or a fresh tmpfs.
+// to this machine's files, writes stay in the host's memory) or a fresh
+// tmpfs; containerd's root is the host's own directory on this machine's
+// disk, started from the images' seed.
 func (m *machine) isolateFiles() error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
@@ -155,8 +308,28 @@ func (m *machine) isolateFiles() error {
 			return fmt.Errorf("overlay over %s: %w", d, err)
 		}
 	}
+	if err := copySeed(m.cfg.ContainerdSeed, m.cfg.ContainerdDir); err != nil {
+		return fmt.Errorf("containerd's root from the images' seed: %w", err)
+	}
+	if err := os.MkdirAll(containerdRoot, 0o711); err != nil {
+		return err
+	}
+	if err := syscall.Mount(m.cfg.ContainerdDir, containerdRoot, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("containerd's root: %w", err)
+	}
 	for _, d := range []string{"/run", "/tmp"} {
 		if err := syscall.Mount("tmpfs", d, "tmpfs", 0, "mode=1777"); err != nil {
+			return fmt.Errorf("tmpfs over %s: %w", d, err)
+		}
+	}
+	// What the kubelet, etcd and the CNI plugins keep: in memory, gone with
+	// the host. The node's CNI configuration starts empty (this machine's
+	// own, podman's, must not give pods another network).
+	for _, d := range []string{"/var/lib/kubelet", "/var/lib/etcd", "/var/log/pods", "/var/log/containers", cniConfigDir, "/var/lib/cni"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		if err := syscall.Mount("tmpfs", d, "tmpfs", 0, "mode=0755"); err != nil {
 			return fmt.Errorf("tmpfs over %s: %w", d, err)
 		}
 	}

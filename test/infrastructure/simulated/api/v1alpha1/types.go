@@ -97,6 +97,14 @@ type SimulatedMachineStatus struct {
 	// consumer is the program that ran the bootstrap data on the host.
 	// +optional
 	Consumer string `json:"consumer,omitempty"`
+
+	// conditions: Ready is True once the host ran its bootstrap data; while
+	// it is False, its reason is the host's phase and its message says what
+	// the host waits for or why it failed (e.g. the kubelet's own error).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // SimulatedMachine is one simulated host.
@@ -105,6 +113,7 @@ type SimulatedMachineStatus struct {
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=".spec.providerID"
 // +kubebuilder:printcolumn:name="Host",type=string,JSONPath=".status.hostPhase"
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=".status.hostMessage",priority=1
 type SimulatedMachine struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

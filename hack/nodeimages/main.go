@@ -1,0 +1,369 @@
+// Command nodeimages builds the container images the e2e nodes run, without a
+// registry or a container engine: every image `kubeadm config images list`
+// names for the pinned Kubernetes version (kube-apiserver,
+// kube-controller-manager, kube-scheduler, kube-proxy, etcd, CoreDNS, pause),
+// tagged exactly as kubeadm prints them, from the binaries hack/tools.sh built
+// from source, plus the tests' own busybox image. Each is a docker-archive
+// tarball; a containerd root with all of them imported and unpacked (the
+// seed) is written beside them, so that a node's containerd starts from a
+// copy of it instead of unpacking every image again.
+//
+// hack/tools.sh node-images runs it (as root: the seed needs a containerd);
+// internal/testbin finds what it wrote.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+)
+
+// testImageRef names the tests' busybox image; nothing pulls it.
+const testImageRef = "localhost/cabpk-e2e/busybox:v1"
+
+func main() {
+	out := flag.String("out", testbin.NodeImagesDir(), "directory to write the images, their manifest and the containerd seed into")
+	flag.Parse()
+	if err := run(*out); err != nil {
+		fmt.Fprintf(os.Stderr, "nodeimages: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "[nodeimages] "+format+"\n", args...) }
+
+func run(out string) error {
+	if _, err := testbin.LoadNodeImages(); err == nil && out == testbin.NodeImagesDir() {
+		return nil // built already
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	refs, err := kubeadmImages()
+	if err != nil {
+		return err
+	}
+	manifest := testbin.NodeImages{}
+	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	for _, ref := range append(refs, testImageRef) {
+		component := componentOf(ref)
+		if ref == testImageRef {
+			component = testbin.TestImage
+		}
+		start := time.Now()
+		img, err := imageFor(component, ref, platform)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		tag, err := name.NewTag(ref)
+		if err != nil {
+			return err
+		}
+		file := component + ".tar"
+		if err := tarball.WriteToFile(filepath.Join(out, file), tag, img); err != nil {
+			return fmt.Errorf("writing %s: %w", ref, err)
+		}
+		logf("%s (%s) in %s", ref, file, time.Since(start).Round(time.Millisecond))
+		manifest.Images = append(manifest.Images, testbin.NodeImage{Component: component, Ref: ref, File: file})
+	}
+	if manifest.ContainerdVersion, err = seed(out, manifest.Images); err != nil {
+		return fmt.Errorf("the containerd seed: %w", err)
+	}
+	b, err := json.MarshalIndent(manifest, "", "  ")
+	if err != nil {
+		return err
+	}
+	// Written last: its presence says the directory is complete.
+	return os.WriteFile(filepath.Join(out, testbin.NodeImagesManifest), b, 0o644)
+}
+
+// kubeadmImages asks the pinned kubeadm which images its version runs.
+func kubeadmImages() ([]string, error) {
+	kubeadm, err := testbin.Path(testbin.Kubeadm)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(kubeadm, "config", "images", "list", "--kubernetes-version", testbin.Versions["KUBERNETES_VERSION"])
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubeadm config images list: %w: %s", err, stderr.Bytes())
+	}
+	return strings.Fields(string(b)), nil
+}
+
+// componentOf is the last element of an image's repository:
+// registry.k8s.io/coredns/coredns:v1.14.2 -> coredns.
+func componentOf(ref string) string {
+	repo, _, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
+	return repo
+}
+
+const binDir = "usr/local/bin"
+
+func imageFor(component, ref string, platform v1.Platform) (v1.Image, error) {
+	_, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
+	config := v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, WorkingDir: "/"}
+	entries := []ociimage.Entry{
+		ociimage.File("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n")),
+		ociimage.File("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n")),
+		ociimage.Dir("tmp", 0o1777),
+	}
+	var binary string
+	switch component {
+	case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "etcd", "coredns":
+		tool := map[string]string{
+			"kube-apiserver": testbin.KubeAPIServer, "kube-controller-manager": testbin.KubeControllerManager,
+			"kube-scheduler": testbin.KubeScheduler, "kube-proxy": testbin.KubeProxy, "etcd": testbin.Etcd, "coredns": testbin.CoreDNS,
+		}[component]
+		p, err := testbin.Path(tool)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkVersion(component, p, tag); err != nil {
+			return nil, err
+		}
+		binary = p
+	case "pause":
+		dir, err := os.MkdirTemp("", "pause-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		binary = filepath.Join(dir, "pause")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", binary, "./hack/nodeimages/pause")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building pause: %w\n%s", err, b)
+		}
+	case testbin.TestImage:
+		busybox, err := busyboxEntries()
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, busybox...)
+		config.Entrypoint = []string{"/bin/sh"}
+	default:
+		return nil, fmt.Errorf("kubeadm asks for an image this builder does not know how to make (component %q)", component)
+	}
+	if binary != "" {
+		// Where the real images have their entrypoints: CoreDNS and pause at
+		// the root (kubeadm's CoreDNS Deployment runs the image's
+		// entrypoint), the Kubernetes components and etcd on PATH (kubeadm's
+		// manifests name the command).
+		inImage := filepath.Join(binDir, component)
+		if component == "coredns" || component == "pause" {
+			inImage = component
+		}
+		e, err := ociimage.FromHost(inImage, binary)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+		config.Entrypoint = []string{"/" + inImage}
+	}
+	if component == "kube-proxy" {
+		// kube-proxy's iptables mode runs iptables-restore and friends.
+		ipt, err := iptablesEntries()
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, ipt...)
+	}
+	layer, err := ociimage.Layer(entries)
+	if err != nil {
+		return nil, err
+	}
+	config.Labels = map[string]string{"org.opencontainers.image.title": component, "org.opencontainers.image.version": tag,
+		"org.opencontainers.image.description": "built by hack/nodeimages for the e2e nodes, from binaries built from source"}
+	return ociimage.Image([]v1.Layer{layer}, platform, config)
+}
+
+// checkVersion refuses a binary whose version is not the tag kubeadm asks for.
+func checkVersion(component, binary, tag string) error {
+	want := strings.TrimSuffix(tag, "-0") // etcd's image tags carry a build suffix
+	args := []string{"--version"}
+	if component == "coredns" {
+		args = []string{"-version"}
+	}
+	b, err := exec.Command(binary, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", binary, strings.Join(args, " "), err, b)
+	}
+	got := string(b)
+	if !strings.Contains(got, strings.TrimPrefix(want, "v")) {
+		return fmt.Errorf("%s reports %q, but kubeadm asks for %s: change its version in internal/testbin/versions.env", binary, strings.TrimSpace(got), tag)
+	}
+	return nil
+}
+
+// iptablesEntries are this machine's iptables (Debian's xtables-nft-multi),
+// its extensions and the shared libraries they load, at the same paths.
+func iptablesEntries() ([]ociimage.Entry, error) {
+	const multi = "/usr/sbin/xtables-nft-multi"
+	files := []string{multi}
+	exts, _ := filepath.Glob("/usr/lib/*-linux-gnu/xtables/*.so")
+	if len(exts) == 0 {
+		return nil, errors.New("no iptables extensions in /usr/lib/*-linux-gnu/xtables: install Debian's iptables (hack/tools.sh does)")
+	}
+	files = append(files, exts...)
+	libs, err := sharedLibraries(files)
+	if err != nil {
+		return nil, err
+	}
+	var entries []ociimage.Entry
+	for _, f := range append(append(files, libs...), "/etc/protocols", "/etc/ethertypes") {
+		e, err := ociimage.FromHost(f, f)
+		if errors.Is(err, os.ErrNotExist) && strings.HasPrefix(f, "/etc/") {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+	for _, tool := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		entries = append(entries, ociimage.Symlink("usr/sbin/"+tool, "xtables-nft-multi"))
+	}
+	return entries, nil
+}
+
+// sharedLibraries lists the libraries ldd says the files load, the dynamic
+// loader included.
+func sharedLibraries(files []string) ([]string, error) {
+	seen := map[string]bool{}
+	for _, f := range files {
+		out, err := exec.Command("ldd", f).Output()
+		if err != nil {
+			return nil, fmt.Errorf("ldd %s: %w", f, err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			for _, field := range strings.Fields(sc.Text()) {
+				if strings.HasPrefix(field, "/") {
+					seen[field] = true
+				}
+			}
+		}
+	}
+	libs := make([]string, 0, len(seen))
+	for l := range seen {
+		libs = append(libs, l)
+	}
+	sort.Strings(libs)
+	return libs, nil
+}
+
+// busyboxEntries are Debian's static busybox with a link per applet.
+func busyboxEntries() ([]ociimage.Entry, error) {
+	const busybox = "/bin/busybox"
+	e, err := ociimage.FromHost("bin/busybox", busybox)
+	if err != nil {
+		return nil, fmt.Errorf("%w: install Debian's busybox-static (hack/tools.sh does)", err)
+	}
+	out, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("busybox --list: %w", err)
+	}
+	entries := []ociimage.Entry{e}
+	for _, applet := range strings.Fields(string(out)) {
+		if applet != "busybox" {
+			entries = append(entries, ociimage.Symlink("bin/"+applet, "busybox"))
+		}
+	}
+	return entries, nil
+}
+
+// seed imports every tarball into a fresh containerd root, unpacked with the
+// overlayfs snapshotter nodes use, and returns containerd's version.
+func seed(out string, images []testbin.NodeImage) (string, error) {
+	containerd, err := testbin.Path(testbin.Containerd)
+	if err != nil {
+		return "", err
+	}
+	ctr, err := testbin.Path(testbin.Ctr)
+	if err != nil {
+		return "", err
+	}
+	version, err := exec.Command(containerd, "--version").Output()
+	if err != nil {
+		return "", err
+	}
+	state, err := os.MkdirTemp("", "nodeimages-containerd-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(state)
+	sock := filepath.Join(state, "containerd.sock")
+	config := filepath.Join(state, "config.toml")
+	// Only what importing needs: content, metadata, the overlayfs snapshotter.
+	toml := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n",
+		filepath.Join(out, testbin.NodeImagesSeedDir), filepath.Join(state, "state"), sock)
+	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
+		return "", err
+	}
+	var logs bytes.Buffer
+	daemon := exec.Command(containerd, "--config", config)
+	daemon.Stdout, daemon.Stderr = &logs, &logs
+	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := daemon.Start(); err != nil {
+		return "", err
+	}
+	defer func() {
+		_ = daemon.Process.Signal(syscall.SIGTERM)
+		_ = daemon.Wait()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	ctrCmd := func(args ...string) ([]byte, error) {
+		return exec.CommandContext(ctx, ctr, append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := ctrCmd("version"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("containerd did not answer within 30s:\n%s", logs.String())
+		}
+	}
+	for _, img := range images {
+		start := time.Now()
+		if b, err := ctrCmd("images", "import", filepath.Join(out, img.File)); err != nil {
+			return "", fmt.Errorf("ctr images import %s: %w\n%s", img.File, err, b)
+		}
+		logf("imported %s into the seed in %s", img.Ref, time.Since(start).Round(time.Millisecond))
+	}
+	listed, err := ctrCmd("images", "list", "--quiet")
+	if err != nil {
+		return "", fmt.Errorf("ctr images list: %w\n%s", err, listed)
+	}
+	for _, img := range images {
+		if !bytes.Contains(listed, []byte(img.Ref)) {
+			return "", fmt.Errorf("the seed lacks %s after importing it:\n%s", img.Ref, listed)
+		}
+	}
+	return strings.TrimSpace(string(version)), nil
+}

@@ -1,0 +1,76 @@
+package testbin
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// NodeImage is one image of the e2e nodes: what `kubeadm config images list`
+// names (and the test image), as a docker-archive tarball.
+type NodeImage struct {
+	// Component is what the image runs: kube-apiserver, etcd, pause, ...
+	Component string `json:"component"`
+	// Ref is the image's tag, exactly as kubeadm and the kubelet ask for it.
+	Ref string `json:"ref"`
+	// File is the tarball's name in the images directory.
+	File string `json:"file"`
+}
+
+// NodeImages is what hack/nodeimages wrote for the pinned versions.
+type NodeImages struct {
+	// Dir holds the tarballs, the manifest and the seed.
+	Dir    string      `json:"-"`
+	Images []NodeImage `json:"images"`
+	// ContainerdVersion is the containerd that unpacked the seed.
+	ContainerdVersion string `json:"containerdVersion"`
+}
+
+// Image returns the image of a component.
+func (n *NodeImages) Image(component string) (NodeImage, error) {
+	for _, i := range n.Images {
+		if i.Component == component {
+			return i, nil
+		}
+	}
+	return NodeImage{}, fmt.Errorf("no %s image in %s", component, n.Dir)
+}
+
+// ContainerdSeed is a containerd root with every image imported and
+// unpacked: a node's containerd starts from a copy of it instead of
+// importing the tarballs again.
+func (n *NodeImages) ContainerdSeed() string { return filepath.Join(n.Dir, NodeImagesSeedDir) }
+
+// Names of what hack/nodeimages writes into NodeImagesDir.
+const (
+	NodeImagesManifest = "images.json"
+	NodeImagesSeedDir  = "containerd-seed"
+)
+
+// TestImage is the component name of the image the e2e tests run pods from
+// (Debian's static busybox: a shell, nslookup, wget, an HTTP server).
+const TestImage = "busybox"
+
+// NodeImagesDir is where hack/nodeimages writes the images for the pinned
+// versions (hack/tools.sh node-images).
+func NodeImagesDir() string {
+	v := Versions
+	return filepath.Join(CacheDir(), "node-images", fmt.Sprintf("%s-%s-etcd%s-coredns%s-r%s",
+		v["KUBERNETES_VERSION"], v["KUBERNETES_TOOLS_BUILD"], v["ETCD_VERSION"], v["COREDNS_VERSION"], v["NODE_IMAGES_REVISION"]))
+}
+
+// LoadNodeImages reads the manifest hack/nodeimages wrote last, once it
+// finished (the manifest is written after every tarball and the seed).
+func LoadNodeImages() (*NodeImages, error) {
+	dir := NodeImagesDir()
+	b, err := os.ReadFile(filepath.Join(dir, NodeImagesManifest))
+	if err != nil {
+		return nil, fmt.Errorf("the e2e nodes' images are not built (%v): run `make tools` (hack/tools.sh node-images)", err)
+	}
+	n := &NodeImages{Dir: dir}
+	if err := json.Unmarshal(b, n); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, NodeImagesManifest), err)
+	}
+	return n, nil
+}

@@ -1,0 +1,162 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
+)
+
+// NetworkReconciler is the simulated cloud's network side for each workload
+// cluster, what a cloud's route controller does: it reads the cluster's
+// Nodes and gives every host of the cluster its pod CIDR (the bridge CNI
+// configuration) and a route to every other node's pod CIDR.
+//
+// It also makes the one change the lab needs in what kubeadm installed:
+// kube-proxy sets the machine-wide nf_conntrack_max unless told not to, and
+// a host's network namespace may not (Cluster API's Docker provider edits
+// the kubeadm configuration for the same reason). The bootstrap data stays
+// as the provider rendered it; kube-proxy's ConfigMap gets
+// conntrack.maxPerCore: 0 once kubeadm created it.
+type NetworkReconciler struct {
+	Client       client.Client
+	Lab          *host.Lab
+	ClusterCache clustercache.ClusterCache
+}
+
+// SetupWithManager registers the reconciler.
+func (r *NetworkReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.SimulatedCluster{}).Named("simulatednetwork").Complete(r)
+}
+
+// networkResync is how often a cluster's Nodes are read again.
+const networkResync = 3 * time.Second
+
+// Reconcile applies the cluster's pod network to its hosts.
+func (r *NetworkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sc := &infrav1.SimulatedCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	clusterName := sc.Labels[clusterv1.ClusterNameLabel]
+	if clusterName == "" {
+		clusterName = sc.Name
+	}
+	workload, err := r.ClusterCache.GetUncachedClient(ctx, client.ObjectKey{Namespace: sc.Namespace, Name: clusterName})
+	if err != nil {
+		// Not reachable yet: the control plane is still coming up.
+		return ctrl.Result{RequeueAfter: networkResync}, nil
+	}
+	var nodes corev1.NodeList
+	if err := workload.List(ctx, &nodes); err != nil {
+		return ctrl.Result{RequeueAfter: networkResync}, nil
+	}
+	type member struct {
+		host          *host.Host
+		cidr, address string
+	}
+	var members []member
+	for _, n := range nodes.Items {
+		h := r.Lab.Host(hostKeyOfProviderID(n.Spec.ProviderID))
+		if h == nil {
+			continue // not one of ours (or its kubelet has no provider ID)
+		}
+		m := member{host: h, cidr: n.Spec.PodCIDR}
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				m.address = a.Address
+			}
+		}
+		if m.address == "" {
+			m.address = h.Address.String()
+		}
+		members = append(members, m)
+	}
+	for _, m := range members {
+		n := host.PodNetwork{PodCIDR: m.cidr, Routes: map[string]string{}}
+		for _, peer := range members {
+			if peer.host != m.host && peer.cidr != "" {
+				n.Routes[peer.cidr] = peer.address
+			}
+		}
+		if err := m.host.SetPodNetwork(n); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := keepConntrackMaxAlone(ctx, workload); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: networkResync}, nil
+}
+
+// keepConntrackMaxAlone sets conntrack.maxPerCore to 0 in kube-proxy's
+// configuration and restarts the kube-proxy pods that started without it.
+func keepConntrackMaxAlone(ctx context.Context, c client.Client) error {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-proxy"}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return nil // not reachable now; next round
+	}
+	const key = "config.conf"
+	var conf map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data[key]), &conf); err != nil || conf == nil {
+		return fmt.Errorf("kube-proxy's %s is not YAML: %v", key, err)
+	}
+	conntrack, _ := conf["conntrack"].(map[string]any)
+	if conntrack == nil {
+		conntrack = map[string]any{}
+	}
+	if v, ok := conntrack["maxPerCore"]; ok && fmt.Sprint(v) == "0" {
+		return nil
+	}
+	conntrack["maxPerCore"] = 0
+	conf["conntrack"] = conntrack
+	b, err := yaml.Marshal(conf)
+	if err != nil {
+		return err
+	}
+	cm.Data[key] = string(b)
+	if err := c.Update(ctx, cm); err != nil {
+		return err
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace("kube-system"), client.MatchingLabels{"k8s-app": "kube-proxy"}); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		if err := c.Delete(ctx, &pods.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// hostKeyOfProviderID is the Lab's name for the host with that provider ID.
+func hostKeyOfProviderID(providerID string) string {
+	id, ok := strings.CutPrefix(providerID, providerIDPrefix)
+	if !ok {
+		return ""
+	}
+	namespace, name, ok := strings.Cut(id, ".")
+	if !ok {
+		return ""
+	}
+	return namespace + "/" + name
+}

@@ -1,0 +1,202 @@
+package host
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// What a host's machine image holds to be a Kubernetes node, as an image
+// built for Cluster API's kubeadm bootstrap (image-builder's, a Flatcar
+// sysext) would: containerd with runc and the CNI plugins (Debian's
+// packages), the kubelet, kubeadm and kubectl in /usr/local/bin, the
+// kubelet's unit with kubeadm's drop-in, both enabled, and the sysctls
+// kubeadm's preflight checks. Nothing here knows the bootstrap data.
+
+// Paths of the node's image.
+const (
+	kubeletUnitPath    = "/etc/systemd/system/kubelet.service"
+	kubeletDropInPath  = "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"
+	containerdConfig   = "/etc/containerd/config.toml"
+	containerdRoot     = "/var/lib/containerd"
+	cniConfigDir       = "/etc/cni/net.d"
+	sysctlConfig       = "/etc/sysctl.d/99-kubernetes.conf"
+	kubeletConfigYAML  = "/var/lib/kubelet/config.yaml"
+	imageBinDir        = "/usr/local/bin"
+	containerdUnitName = "containerd.service"
+	kubeletUnitName    = "kubelet.service"
+)
+
+// kubeletUnit is the unit the kubelet's package installs: the bare binary,
+// restarted every 10 s for as long as it fails (before kubeadm wrote its
+// configuration, it always does).
+const kubeletUnit = `[Unit]
+Description=kubelet: the Kubernetes node agent
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/local/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+`
+
+// kubeletDropIn is kubeadm's drop-in: the kubeconfigs and configuration
+// kubeadm writes, the flags it computes (kubeadm-flags.env, from
+// nodeRegistration.kubeletExtraArgs among others) and the administrator's
+// KUBELET_EXTRA_ARGS (/etc/default/kubelet), last so that they win.
+const kubeletDropIn = `[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/local/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+`
+
+// containerdConfigFor is containerd's configuration: CRI with runc and
+// cgroupfs (there is no systemd to delegate to), the CNI plugins of Debian's
+// package, kubeadm's pause image, and no negative OOM score adjustments
+// (the host may not lower them; runc would fail with "can't get final
+// child's PID from pipe").
+func containerdConfigFor(pauseImage string) string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = "/run/containerd"
+
+[grpc]
+  address = "/run/containerd/containerd.sock"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %q
+`, containerdRoot, pauseImage, cniConfigDir)
+}
+
+// nodeSysctls are the image's sysctl.d: forwarding and bridged traffic
+// through iptables, which kubeadm's preflight checks and kube-proxy needs.
+// Both are per network namespace.
+var nodeSysctls = map[string]string{
+	"net/ipv4/ip_forward":                 "1",
+	"net/bridge/bridge-nf-call-iptables":  "1",
+	"net/bridge/bridge-nf-call-ip6tables": "1",
+}
+
+// installImage writes the node's image into the host's files and applies
+// its sysctls. tools maps a command name to this machine's binary.
+func (m *machine) installImage() error {
+	for name, path := range m.cfg.Tools {
+		link := filepath.Join(imageBinDir, name)
+		_ = os.Remove(link)
+		if err := os.Symlink(path, link); err != nil {
+			return err
+		}
+	}
+	var sysctl strings.Builder
+	for k, v := range nodeSysctls {
+		fmt.Fprintf(&sysctl, "%s = %s\n", strings.ReplaceAll(k, "/", "."), v)
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s: %w", k, err)
+		}
+	}
+	files := map[string]string{
+		kubeletUnitPath:   kubeletUnit,
+		kubeletDropInPath: kubeletDropIn,
+		containerdConfig:  containerdConfigFor(m.cfg.PauseImage),
+		sysctlConfig:      sysctl.String(),
+		systemctlPath:     systemctlShim,
+		// Name lookups end at the lab's gateway, which answers none:
+		// nothing leaves the lab, and nothing waits for a timeout.
+		"/etc/resolv.conf": "nameserver " + m.cfg.Gateway + "\n",
+	}
+	for p, c := range files {
+		mode := os.FileMode(0o644)
+		if p == systemctlPath {
+			mode = 0o755
+		}
+		if err := writeFile(p, []byte(c), mode); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(cniConfigDir, 0o755)
+}
+
+// copySeed makes dst a copy of the containerd seed: hard links for the
+// content and the unpacked snapshots (containerd never writes to either in
+// place), real copies of its databases.
+func copySeed(seed, dst string) error {
+	return filepath.WalkDir(seed, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(seed, p)
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st := info.Sys().(*syscall.Stat_t)
+		switch {
+		case d.IsDir():
+			if err := os.MkdirAll(target, 0o700); err != nil {
+				return err
+			}
+			if err := os.Chmod(target, info.Mode()&fs.ModePerm|info.Mode()&(fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid)); err != nil {
+				return err
+			}
+			return os.Lchown(target, int(st.Uid), int(st.Gid))
+		case info.Mode()&fs.ModeSymlink != 0:
+			to, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(to, target); err != nil {
+				return err
+			}
+			return os.Lchown(target, int(st.Uid), int(st.Gid))
+		case info.Mode().IsRegular() && strings.HasSuffix(p, ".db"):
+			return copyFile(p, target, info.Mode())
+		case info.Mode().IsRegular():
+			if err := os.Link(p, target); err != nil {
+				return copyFile(p, target, info.Mode()) // another file system
+			}
+			return nil
+		}
+		return fmt.Errorf("containerd seed: %s is neither a file, a directory nor a link", p)
+	})
+}
+
+func copyFile(src, dst string, mode fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode.Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,171 @@
+package host
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+)
+
+// systemctlSocket is where the host's service manager takes systemctl calls.
+const systemctlSocket = "/run/simulated-host/systemctl.sock"
+
+// systemctlPath is the shim on the host's PATH, ahead of this machine's own
+// systemctl (which needs a running systemd): kubeadm finds it and restarts
+// the kubelet through it, as on a machine booted with systemd.
+const systemctlPath = "/usr/local/sbin/systemctl"
+
+// systemctlShim re-runs the host's executable (/proc/1/exe is the host's
+// init, inside its PID namespace) as the systemctl client.
+const systemctlShim = "#!/bin/sh\n" + machineEnv + "=" + modeSystemctl + " exec /proc/1/exe \"$@\"\n"
+
+type systemctlRequest struct {
+	Args []string `json:"args"`
+}
+
+type systemctlResponse struct {
+	Output string `json:"output"`
+	Code   int    `json:"code"`
+}
+
+// runSystemctl is the client: it sends its arguments to the service manager
+// and prints what it answers.
+func runSystemctl(args []string) int {
+	conn, err := net.Dial("unix", systemctlSocket)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "System has not been booted with the simulated host's service manager: %v\n", err)
+		return 1
+	}
+	defer conn.Close()
+	if err := json.NewEncoder(conn).Encode(systemctlRequest{Args: args}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var resp systemctlResponse
+	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Print(resp.Output)
+	return resp.Code
+}
+
+// serveSystemctl answers systemctl calls until the listener closes.
+func (s *systemd) serveSystemctl(l net.Listener) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer conn.Close()
+			var req systemctlRequest
+			if err := json.NewDecoder(conn).Decode(&req); err != nil {
+				return
+			}
+			out, code := s.systemctl(req.Args)
+			s.log("systemctl %s -> %d", strings.Join(req.Args, " "), code)
+			_ = json.NewEncoder(conn).Encode(systemctlResponse{Output: out, Code: code})
+		}()
+	}
+}
+
+// systemctl carries out one call; the exit codes are systemctl's (3: not
+// active, 4: no such unit).
+func (s *systemd) systemctl(args []string) (string, int) {
+	var words []string
+	now := false
+	for _, a := range args {
+		switch {
+		case a == "--now":
+			now = true
+		case strings.HasPrefix(a, "-"):
+			// --no-pager, --quiet, ...: nothing to page or silence here.
+		default:
+			words = append(words, a)
+		}
+	}
+	if len(words) == 0 {
+		return "", 0
+	}
+	verb, units := words[0], words[1:]
+	switch verb {
+	case "daemon-reload":
+		return "", 0 // units are read at every start
+	case "start", "restart", "try-restart", "reload-or-restart", "stop":
+		for _, u := range units {
+			var err error
+			switch verb {
+			case "start":
+				_, err = s.Start(u)
+			case "stop":
+				s.Stop(u)
+			default:
+				err = s.Restart(u)
+			}
+			if err != nil {
+				return fmt.Sprintf("Failed to %s %s: %v\n", verb, unitName(u), err), 5
+			}
+		}
+		return "", 0
+	case "enable", "disable":
+		for _, u := range units {
+			s.mu.Lock()
+			s.enabled[unitName(u)] = verb == "enable"
+			s.mu.Unlock()
+			if now && verb == "enable" {
+				if _, err := s.Start(u); err != nil {
+					return fmt.Sprintf("Failed to start %s: %v\n", unitName(u), err), 5
+				}
+			} else if now {
+				s.Stop(u)
+			}
+		}
+		return "", 0
+	case "is-enabled":
+		code := 0
+		var b strings.Builder
+		for _, u := range units {
+			s.mu.Lock()
+			on := s.enabled[unitName(u)]
+			s.mu.Unlock()
+			if on {
+				b.WriteString("enabled\n")
+			} else {
+				b.WriteString("disabled\n")
+				code = 1
+			}
+		}
+		return b.String(), code
+	case "is-active":
+		code := 0
+		var b strings.Builder
+		for _, u := range units {
+			st, _, _, _ := s.Status(u)
+			b.WriteString(string(st) + "\n")
+			if st != StateActive {
+				code = 3
+			}
+		}
+		return b.String(), code
+	case "status":
+		var b strings.Builder
+		code := 0
+		for _, u := range units {
+			name := unitName(u)
+			if _, err := loadUnit(name); err != nil {
+				fmt.Fprintf(&b, "Unit %s could not be found.\n", name)
+				code = 4
+				continue
+			}
+			st, starts, failures, _ := s.Status(name)
+			fmt.Fprintf(&b, "* %s\n     Loaded: loaded\n     Active: %s (started %d times, failed %d times)\n", name, st, starts, failures)
+			if st != StateActive && code == 0 {
+				code = 3
+			}
+		}
+		return b.String(), code
+	}
+	return fmt.Sprintf("systemctl %s: not supported on a simulated host\n", verb), 1
+}
