@@ -21,6 +21,7 @@ import (
 // TestCloudConfigCluster: one cloud-config control plane, two cloud-config
 // workers; cloud-init runs each machine's data, kubeadm inits and joins.
 func TestCloudConfigCluster(t *testing.T) {
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	w := newWorkloadCluster(t, "cloud-config")
 	w.controlPlaneMachine("cloud-config-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "retired", Inactive: ptr.To(true)}, {Name: "ops", Passwd: "$6$rounds=4096$salt$hash"}}
@@ -101,6 +102,7 @@ func TestIgnitionCluster(t *testing.T) {
 // secret without its config, no bootstrap token of this provider in the
 // workload cluster once every machine joined.
 func TestRawClusterScales(t *testing.T) {
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	w := newWorkloadCluster(t, "raw")
 	w.controlPlaneMachine("raw-cp-0", bootstrapv1.Raw)
 	w.machineDeployment("raw-md", bootstrapv1.Raw, 2, 0)
@@ -116,6 +118,7 @@ func TestRawClusterScales(t *testing.T) {
 // TestMixedFormats: a cloud-config control plane with one raw and one
 // Ignition MachineDeployment in the same cluster.
 func TestMixedFormats(t *testing.T) {
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	w := newWorkloadCluster(t, "mixed")
 	w.controlPlaneMachine("mixed-cp-0", bootstrapv1.CloudConfig)
 	w.machineDeployment("mixed-raw", bootstrapv1.Raw, 1, 0)
@@ -133,6 +136,7 @@ func TestMixedFormats(t *testing.T) {
 // replaced by one of another format; Cluster API rolls the machines; the old
 // machines keep their data until they go, the new ones join with theirs.
 func TestRolloutToAnotherFormat(t *testing.T) {
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	ctx := context.Background()
 	w := newWorkloadCluster(t, "rollout")
 	w.controlPlaneMachine("rollout-cp-0", bootstrapv1.CloudConfig)
@@ -196,6 +200,7 @@ func TestSlowMachineJoinsAfterTokenTTL(t *testing.T) {
 // --control-plane with the certificates its data carries: its own etcd
 // member, API server, controller manager and scheduler.
 func TestSecondControlPlane(t *testing.T) {
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	w := newWorkloadCluster(t, "ha")
 	w.controlPlaneMachine("ha-cp-0", bootstrapv1.CloudConfig)
 	w.expectNodes(w.waitForMachines(1, 5*time.Minute))

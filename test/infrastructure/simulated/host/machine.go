@@ -272,12 +272,13 @@ func (m *machine) startServices() error {
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		state, _, _, lastError := m.systemd.Status(containerdUnitName)
 		if state == StateActive {
-			return nil
+			break
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("containerd.service is %s after 60s: %s (see containerd.log)", state, lastError)
 		}
 	}
+	return waitForCRI(context.Background(), 60*time.Second)
 }
 
 // isolateFiles gives the host its own writable view of the machine: every

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -8,6 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // What a host's machine image holds to be a Kubernetes node, as an image
@@ -199,4 +205,33 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 		return err
 	}
 	return out.Close()
+}
+
+// criSocket is where containerd serves the CRI.
+const criSocket = "/run/containerd/containerd.sock"
+
+// waitForCRI waits until containerd's CRI plugin answers: containerd reports
+// itself ready before the plugin finished starting ("server is not
+// initialized yet"), which a boot gives it time for before cloud-init's final
+// stage runs kubeadm.
+func waitForCRI(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := grpc.NewClient("unix://"+criSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	for {
+		_, err := rt.Version(ctx, &runtimeapi.VersionRequest{})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("containerd's CRI did not answer within %s: %w", timeout, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
