@@ -22,10 +22,19 @@ func GoBuild(out, pkg string) error {
 // processes that must be told their port before they start.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := FreeTCPPort()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return port
+}
+
+// FreeTCPPort is FreePort outside a test.
+func FreeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

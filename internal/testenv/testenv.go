@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
@@ -58,9 +59,23 @@ func ClusterAPICRDDir() (string, error) {
 			clusterAPIDir.err = fmt.Errorf("locating sigs.k8s.io/cluster-api in the module cache: %w", err)
 			return
 		}
-		clusterAPIDir.dir = filepath.Join(strings.TrimSpace(string(out)), "core", "config", "crd", "bases")
+		clusterAPIDir.dir = strings.TrimSpace(string(out))
 	})
-	return clusterAPIDir.dir, clusterAPIDir.err
+	return filepath.Join(clusterAPIDir.dir, "core", "config", "crd", "bases"), clusterAPIDir.err
+}
+
+// ClusterAPIModuleDir is Cluster API's module directory in the module cache.
+func ClusterAPIModuleDir() (string, error) {
+	if _, err := ClusterAPICRDDir(); err != nil {
+		return "", err
+	}
+	return clusterAPIDir.dir, nil
+}
+
+// KubeadmControlPlaneCRDDir holds Cluster API's KubeadmControlPlane CRDs.
+func KubeadmControlPlaneCRDDir() (string, error) {
+	dir, err := ClusterAPIModuleDir()
+	return filepath.Join(dir, "controlplane", "kubeadm", "config", "crd", "bases"), err
 }
 
 var clusterAPIDir struct {
@@ -123,6 +138,9 @@ func NewEnvironment(opts Options) (*Environment, error) {
 		if err := clusterv1.AddToScheme(scheme); err != nil {
 			return nil, err
 		}
+		if err := controlplanev1.AddToScheme(scheme); err != nil {
+			return nil, err
+		}
 	}
 	if opts.WithWebhooks {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
@@ -149,9 +167,21 @@ func (e *Environment) Start() (*rest.Config, error) {
 		return nil, err
 	}
 	if e.clusterAPICRDs != "" {
-		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{e.clusterAPICRDs}, ErrorIfPathMissing: true, Scheme: e.Scheme}); err != nil {
+		kcp, err := KubeadmControlPlaneCRDDir()
+		if err != nil {
+			_ = e.Environment.Stop()
+			return nil, err
+		}
+		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{e.clusterAPICRDs, kcp}, ErrorIfPathMissing: true, Scheme: e.Scheme}); err != nil {
 			_ = e.Environment.Stop()
 			return nil, fmt.Errorf("installing Cluster API's CRDs: %w", err)
+		}
+		// KubeadmControlPlane is a provider's kind: Cluster API reads it at
+		// the API version its contract label names.
+		if err := LabelCRDs(cfg, []string{"kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io"},
+			map[string]string{"cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2"}); err != nil {
+			_ = e.Environment.Stop()
+			return nil, err
 		}
 	}
 	return cfg, nil
@@ -172,6 +202,22 @@ func labelContract(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefin
 	if err := yaml.Unmarshal(b, &k); err != nil {
 		return fmt.Errorf("reading the CRDs' kustomization: %w", err)
 	}
+	labels := map[string]string{}
+	for _, l := range k.Labels {
+		maps.Copy(labels, l.Pairs)
+	}
+	var ours []string
+	for _, crd := range crds {
+		if crd.Spec.Group == bootstrapv1.GroupVersion.Group {
+			ours = append(ours, crd.Name)
+		}
+	}
+	return LabelCRDs(cfg, ours, labels)
+}
+
+// LabelCRDs adds labels to the named CRDs (the contract labels that a
+// provider's kustomize tree adds and its bases lack).
+func LabelCRDs(cfg *rest.Config, names []string, labels map[string]string) error {
 	s := k8sruntime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
 		return err
@@ -180,23 +226,18 @@ func labelContract(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefin
 	if err != nil {
 		return err
 	}
-	for _, crd := range crds {
-		if crd.Spec.Group != bootstrapv1.GroupVersion.Group {
-			continue
-		}
+	for _, name := range names {
 		live := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(context.Background(), client.ObjectKey{Name: crd.Name}, live); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, live); err != nil {
 			return err
 		}
 		patch := client.MergeFrom(live.DeepCopy())
 		if live.Labels == nil {
 			live.Labels = map[string]string{}
 		}
-		for _, l := range k.Labels {
-			maps.Copy(live.Labels, l.Pairs)
-		}
+		maps.Copy(live.Labels, labels)
 		if err := c.Patch(context.Background(), live, patch); err != nil {
-			return fmt.Errorf("labelling CRD %s: %w", crd.Name, err)
+			return fmt.Errorf("labelling CRD %s: %w", name, err)
 		}
 	}
 	return nil

@@ -58,16 +58,26 @@ func defaultSpec(s *bootstrapv1.KubeadmConfigSpec) {
 
 // ValidateCreate validates a new KubeadmConfig.
 func (w *KubeadmConfig) ValidateCreate(_ context.Context, c *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
-	errs, warnings := fieldrules.ValidateWithWarnings(&c.Spec, w.Gates, field.NewPath("spec"))
+	errs, warnings := validateConfig(c, w.Gates)
 	return warnings, invalid("KubeadmConfig", c.Name, errs)
+}
+
+// validateConfig checks what the KubeadmConfig renders: its spec with the
+// format and Butane its annotations choose.
+func validateConfig(c *bootstrapv1.KubeadmConfig, gates featuregate.FeatureGate) (field.ErrorList, []string) {
+	_, errs, warnings := fieldrules.ValidateAnnotated(c.Annotations, &c.Spec, gates, field.NewPath("metadata", "annotations"), field.NewPath("spec"))
+	return errs, warnings
 }
 
 // ValidateUpdate validates a changed KubeadmConfig. Like upstream, the spec
 // may change (changes do not reach an existing data secret); what may not
-// change once the data secret exists is the format, because the secret's
-// format key and every consumer of it would disagree with the spec.
+// change once the data secret exists is spec.format, because the secret's
+// format key and every consumer of it would disagree with the spec. The
+// format annotation may change (KubeadmControlPlane syncs its machine
+// template's annotations in place); an existing data secret keeps the
+// format it was rendered in.
 func (w *KubeadmConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
-	errs, warnings := fieldrules.ValidateWithWarnings(&newC.Spec, w.Gates, field.NewPath("spec"))
+	errs, warnings := validateConfig(newC, w.Gates)
 	if dataSecretExists(oldC) && oldC.Spec.EffectiveFormat() != newC.Spec.EffectiveFormat() {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "format"), fmt.Sprintf(
 			"cannot change from %q to %q: the bootstrap data secret %q already exists in format %q",

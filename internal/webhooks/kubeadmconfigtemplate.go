@@ -90,7 +90,8 @@ func (w *KubeadmConfigTemplate) ValidateDelete(context.Context, *bootstrapv1.Kub
 
 // validate returns the template's admission warnings and denial.
 func (w *KubeadmConfigTemplate) validate(t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
-	errs, warnings := fieldrules.ValidateWithWarnings(&t.Spec.Template.Spec, w.Gates, field.NewPath("spec", "template", "spec"))
+	_, errs, warnings := fieldrules.ValidateAnnotated(t.Spec.Template.ObjectMeta.Annotations, &t.Spec.Template.Spec, w.Gates,
+		field.NewPath("spec", "template", "metadata", "annotations"), field.NewPath("spec", "template", "spec"))
 	errs = append(errs, t.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
 	return warnings, invalid("KubeadmConfigTemplate", t.Name, errs)
 }

@@ -16,5 +16,8 @@ func SetupWithManager(mgr ctrl.Manager, gates featuregate.FeatureGate) error {
 	if err := (&KubeadmConfigTemplate{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the KubeadmConfigTemplate webhooks: %w", err)
 	}
+	if err := (&KubeadmControlPlaneBootstrap{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the KubeadmControlPlane webhook: %w", err)
+	}
 	return nil
 }

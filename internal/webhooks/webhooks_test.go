@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		t := &mainT{}
 		defer t.cleanup()
 		gates = feature.NewFeatureGates()
-		env = testenv.Start(t, testenv.Options{WithWebhooks: true})
+		env = testenv.Start(t, testenv.Options{WithWebhooks: true, WithClusterAPI: true})
 		env.ServeWebhooks(t, gates)
 		return m.Run()
 	}())

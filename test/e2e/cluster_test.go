@@ -32,8 +32,15 @@ type workloadCluster struct {
 
 func newWorkloadCluster(t *testing.T, name string) *workloadCluster {
 	t.Helper()
+	return newWorkloadClusterOf(t, name, func(w *workloadCluster) []client.Object { return w.Base() })
+}
+
+// newWorkloadClusterOf creates a workload cluster from the objects base
+// returns (namespace, infrastructure, Cluster, ...).
+func newWorkloadClusterOf(t *testing.T, name string, base func(*workloadCluster) []client.Object) *workloadCluster {
+	t.Helper()
 	w := &workloadCluster{Cluster: stack.Cluster{Namespace: name, Name: name}, t: t, c: st.Client}
-	w.create(w.Base()...)
+	w.create(base(w)...)
 	t.Cleanup(w.delete)
 	t.Cleanup(func() {
 		// E2E_PAUSE_ON_FAILURE=10m keeps a failed test's cluster for that

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
@@ -178,4 +180,54 @@ func (c Cluster) Workers(name string, format bootstrapv1.Format, replicas int32,
 		c.SimulatedMachineTemplate(name, bootDelay),
 		c.MachineDeployment(name, name, name, replicas),
 	}
+}
+
+// KCPName is the name of a cluster's KubeadmControlPlane (and of the
+// SimulatedMachineTemplate its machines are cloned from).
+func (c Cluster) KCPName() string { return c.Name + "-control-plane" }
+
+// KCPBase returns the namespace, the SimulatedCluster, a
+// KubeadmControlPlane of replicas machines, its machine template, and the
+// Cluster pointing at both. format chooses what KCP's machines render: set
+// through the format annotation on KCP's machine template (KCP's own spec
+// allows only cloud-config and ignition, and stays as KCP writes it).
+func (c Cluster) KCPBase(replicas int32, format bootstrapv1.Format) []client.Object {
+	objects := c.Base()
+	cluster := objects[len(objects)-1].(*clusterv1.Cluster)
+	cluster.Spec.ControlPlaneRef = ref(controlplanev1.GroupVersion.Group, "KubeadmControlPlane", c.KCPName())
+	return append(objects[:len(objects)-1], c.SimulatedMachineTemplate(c.KCPName(), 0), c.KubeadmControlPlane(replicas, format), cluster)
+}
+
+// KubeadmControlPlane returns the cluster's KubeadmControlPlane.
+func (c Cluster) KubeadmControlPlane(replicas int32, format bootstrapv1.Format) *controlplanev1.KubeadmControlPlane {
+	spec := &bootstrapv1.KubeadmConfigSpec{}
+	NodeSpec(spec)
+	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: c.meta(c.KCPName()), Spec: controlplanev1.KubeadmControlPlaneSpec{
+		Replicas: ptr.To(replicas),
+		Version:  KubernetesVersion,
+		MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
+			Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+				InfrastructureRef: ref(infrav1.GroupVersion.Group, "SimulatedMachineTemplate", c.KCPName()),
+			},
+		},
+		KubeadmConfigSpec: UpstreamSpec(spec),
+	}}
+	if format != "" && format != bootstrapv1.CloudConfig {
+		kcp.Spec.MachineTemplate.ObjectMeta.Annotations = map[string]string{bootstrapv1.FormatAnnotation: string(format)}
+	}
+	return kcp
+}
+
+// UpstreamSpec is a spec as upstream's type, for KubeadmControlPlane (which
+// embeds upstream's): the fields both have, through their shared JSON.
+func UpstreamSpec(s *bootstrapv1.KubeadmConfigSpec) upstreambootstrapv1.KubeadmConfigSpec {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	var u upstreambootstrapv1.KubeadmConfigSpec
+	if err := json.Unmarshal(b, &u); err != nil {
+		panic(err)
+	}
+	return u
 }

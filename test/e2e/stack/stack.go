@@ -18,24 +18,12 @@ import (
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	"sigs.k8s.io/cluster-api/controllers/clustercache"
-	capicluster "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
-	capimachine "sigs.k8s.io/cluster-api/core/reconcilers/machine"
-	capimachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
-	capimachineset "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
-	capisetup "sigs.k8s.io/cluster-api/core/setup"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
@@ -264,78 +252,6 @@ func (s *Stack) stopManager() {
 		<-s.managerDone
 	}
 	s.manager = nil
-}
-
-// startClusterAPI runs Cluster API's core reconcilers and the simulated
-// provider's in one controller-runtime manager.
-func (s *Stack) startClusterAPI(ctx context.Context) error {
-	logFile, err := s.openLog("cluster-api.log")
-	if err != nil {
-		return err
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.UseDevMode(false)))
-	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{
-		Scheme:                 s.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  capisetup.ManagerCacheOptions(s.Scheme, "capi-e2e", "", 10*time.Minute),
-		Client:                 capisetup.ManagerClientOptions(),
-	})
-	if err != nil {
-		return err
-	}
-	secretClient, err := capisetup.CreateSecretCachingClient(mgr)
-	if err != nil {
-		return err
-	}
-	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
-		SecretClient: secretClient,
-		Cache:        capisetup.ClusterCacheCacheOptions(),
-		Client:       capisetup.ClusterCacheClientOptions("capi-e2e", 20, 30),
-	}, controller.Options{MaxConcurrentReconciles: 10})
-	if err != nil {
-		return err
-	}
-	opts := controller.Options{MaxConcurrentReconciles: 5}
-	for _, setup := range []func() error{
-		func() error {
-			return (&capicluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
-				RemoteConnectionGracePeriod: 50 * time.Second}).SetupWithManager(ctx, mgr, opts)
-		},
-		func() error {
-			return (&capimachine.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
-				RemoteConditionsGracePeriod: 5 * time.Minute}).SetupWithManager(ctx, mgr, opts)
-		},
-		func() error {
-			return (&capimachineset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache}).SetupWithManager(ctx, mgr, opts)
-		},
-		func() error {
-			return (&capimachinedeployment.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr, opts)
-		},
-		func() error {
-			return (&controllers.ClusterReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
-		},
-		func() error {
-			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
-		},
-		func() error {
-			return (&controllers.NetworkReconciler{Client: mgr.GetClient(), Lab: s.Lab, ClusterCache: cache}).SetupWithManager(mgr)
-		},
-	} {
-		if err := setup(); err != nil {
-			return err
-		}
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	s.cancel = cancel
-	s.capiStopped = make(chan struct{})
-	go func() {
-		defer close(s.capiStopped)
-		if err := mgr.Start(mctx); err != nil {
-			fmt.Fprintf(logFile, "cluster api manager: %v\n", err)
-		}
-	}()
-	return nil
 }
 
 // Stop stops everything the stack started: hosts, controllers, the manager,

@@ -7,11 +7,13 @@ import (
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
@@ -62,9 +64,11 @@ func MachineTable(ctx context.Context, c client.Client, namespace string) ([]Mac
 		}
 		cfg := &bootstrapv1.KubeadmConfig{}
 		if c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, cfg) == nil {
-			r.Format = cfg.Spec.Format
-			if r.Format == "" {
-				r.Format = bootstrapv1.CloudConfig
+			// What it renders: the spec's format, or the one its
+			// annotation chooses (KubeadmControlPlane's machines).
+			r.Format = cfg.Spec.EffectiveFormat()
+			if resolved, errs := fieldrules.Resolve(cfg.Annotations, &cfg.Spec, field.NewPath("metadata", "annotations")); len(errs) == 0 {
+				r.Format = resolved.EffectiveFormat()
 			}
 			for _, cond := range cfg.Status.Conditions {
 				if cond.Type == "DataSecretAvailable" && cond.Status != metav1.ConditionTrue {

@@ -106,13 +106,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	spec := in.spec
+	// What renders is the spec with the format and Butane its annotations
+	// choose, as in the manager.
+	spec, errs := fieldrules.Resolve(in.annotations, in.spec, in.annotationsPath)
+	if len(errs) > 0 {
+		return fmt.Errorf("%s is invalid:\n%s", in.name, formatErrors(errs))
+	}
 	// A gated format is refused as at admission, with or without --validate.
 	if msg := fieldrules.FormatDisabled(spec.EffectiveFormat(), gates); msg != "" {
-		return fmt.Errorf("%s: %s: %s", in.name, in.specPath.Child("format"), msg)
+		at := in.specPath.Child("format")
+		if spec.EffectiveFormat() != in.spec.EffectiveFormat() {
+			at = in.annotationsPath.Key(bootstrapv1.FormatAnnotation)
+		}
+		return fmt.Errorf("%s: %s: %s", in.name, at, msg)
 	}
 	if o.validate {
-		if errs := fieldrules.Validate(spec, gates, in.specPath); len(errs) > 0 {
+		if _, errs, _ := fieldrules.ValidateAnnotated(in.annotations, in.spec, gates, in.annotationsPath, in.specPath); len(errs) > 0 {
 			return fmt.Errorf("%s is invalid:\n%s", in.name, formatErrors(errs))
 		}
 	}
@@ -245,13 +254,15 @@ func readConfig(path string) (*input, error) {
 		if err := decodeStrict(data, &c); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return &input{name: "KubeadmConfig " + c.Name, spec: &c.Spec, specPath: field.NewPath("spec"), clusterLabel: c.Labels[clusterv1.ClusterNameLabel]}, nil
+		return &input{name: "KubeadmConfig " + c.Name, spec: &c.Spec, specPath: field.NewPath("spec"), clusterLabel: c.Labels[clusterv1.ClusterNameLabel],
+			annotations: c.Annotations, annotationsPath: field.NewPath("metadata", "annotations")}, nil
 	case "KubeadmConfigTemplate":
 		var t bootstrapv1.KubeadmConfigTemplate
 		if err := decodeStrict(data, &t); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return &input{name: "KubeadmConfigTemplate " + t.Name, spec: &t.Spec.Template.Spec, specPath: field.NewPath("spec", "template", "spec"), clusterLabel: t.Labels[clusterv1.ClusterNameLabel]}, nil
+		return &input{name: "KubeadmConfigTemplate " + t.Name, spec: &t.Spec.Template.Spec, specPath: field.NewPath("spec", "template", "spec"), clusterLabel: t.Labels[clusterv1.ClusterNameLabel],
+			annotations: t.Spec.Template.ObjectMeta.Annotations, annotationsPath: field.NewPath("spec", "template", "metadata", "annotations")}, nil
 	}
 	return nil, fmt.Errorf("%s: kind %q: want KubeadmConfig or KubeadmConfigTemplate", path, meta.Kind)
 }
@@ -306,6 +317,9 @@ type input struct {
 	spec         *bootstrapv1.KubeadmConfigSpec
 	specPath     *field.Path
 	clusterLabel string
+	// annotations may choose the format and Butane (see fieldrules.Resolve).
+	annotations     map[string]string
+	annotationsPath *field.Path
 }
 
 func (o *options) clusterInfo(in *input) (plan.Cluster, error) {

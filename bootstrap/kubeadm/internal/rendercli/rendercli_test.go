@@ -210,3 +210,30 @@ func TestSizeReport(t *testing.T) {
 		t.Errorf("the report prints the data:\n%s", out)
 	}
 }
+
+// render reads the format annotation as the manager does: a KubeadmConfig
+// as KubeadmControlPlane writes it, annotated raw, renders raw; with raw's
+// gate off it is refused at the annotation.
+func TestRenderHonoursTheFormatAnnotation(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfg, []byte(`apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfig
+metadata:
+  name: cp
+  annotations: {bootstrap.cluster.x-k8s.io/format: raw}
+spec:
+  format: cloud-config
+  joinConfiguration: {nodeRegistration: {name: node-a}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "-f", cfg, "--kubernetes-version", "v1.36.3", "--control-plane-endpoint", "10.0.0.1:6443", "--validate",
+		"--feature-gates", "KubeadmBootstrapFormatRaw=true")
+	if code != 0 || !strings.HasPrefix(out, "---\napiVersion: kubeadm.k8s.io/") || strings.Contains(out, "#cloud-config") {
+		t.Fatalf("rendered (%d):\n%s\n%s", code, out, errOut)
+	}
+	_, errOut, code = run(t, "-f", cfg, "--kubernetes-version", "v1.36.3", "--control-plane-endpoint", "10.0.0.1:6443", "--validate")
+	if code == 0 || !strings.Contains(errOut, "KubeadmBootstrapFormatRaw") || !strings.Contains(errOut, "metadata.annotations[bootstrap.cluster.x-k8s.io/format]") {
+		t.Fatalf("raw by annotation with its gate off: %d\n%s", code, errOut)
+	}
+}

@@ -25,11 +25,21 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
-// APIServerPort is the port of every workload cluster's endpoint.
+// APIServerPort is the port of every workload cluster's endpoint and of
+// every API server behind it.
 const APIServerPort = 6443
 
 // endpointKey names a cluster's reserved endpoint address in the Lab.
 func endpointKey(namespace, cluster string) string { return "endpoint:" + namespace + "/" + cluster }
+
+// clusterNameOf is the Cluster a SimulatedCluster belongs to (its name may
+// differ: ClusterClass generates it).
+func clusterNameOf(sc *infrav1.SimulatedCluster) string {
+	if name := sc.Labels[clusterv1.ClusterNameLabel]; name != "" {
+		return name
+	}
+	return sc.Name
+}
 
 // ClusterReconciler reconciles SimulatedClusters.
 type ClusterReconciler struct {
@@ -48,9 +58,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, sc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	key := endpointKey(sc.Namespace, sc.Name)
+	key := endpointKey(sc.Namespace, clusterNameOf(sc))
 	if !sc.DeletionTimestamp.IsZero() {
-		r.Lab.ReleaseAddress(key)
+		r.Lab.RemoveLoadBalancer(key)
 		return ctrl.Result{}, removeFinalizer(ctx, r.Client, sc, infrav1.ClusterFinalizer)
 	}
 	if controllerutil.AddFinalizer(sc, infrav1.ClusterFinalizer) {
@@ -58,12 +68,14 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 	}
-	addr, err := r.Lab.ReserveAddress(key)
+	// The endpoint is a load balancer over the control-plane hosts, which
+	// come and go while it stays.
+	lb, err := r.Lab.LoadBalancer(key, APIServerPort)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if sc.Spec.ControlPlaneEndpoint.Host != addr.String() {
-		sc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: addr.String(), Port: APIServerPort}
+	if sc.Spec.ControlPlaneEndpoint.Host != lb.Addr.String() {
+		sc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: lb.Addr.String(), Port: APIServerPort}
 		if err := r.Client.Update(ctx, sc); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -150,7 +162,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			Data:       secret.Data,
 		}
 		if util.IsControlPlaneMachine(machine) {
-			spec.AddressKey = endpointKey(sm.Namespace, machine.Spec.ClusterName)
+			if spec.LoadBalancer, err = r.Lab.LoadBalancer(endpointKey(sm.Namespace, machine.Spec.ClusterName), APIServerPort); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 		if sm.Spec.BootDelay != nil {
 			spec.BootDelay = sm.Spec.BootDelay.Duration

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
@@ -53,11 +52,7 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !sc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	clusterName := sc.Labels[clusterv1.ClusterNameLabel]
-	if clusterName == "" {
-		clusterName = sc.Name
-	}
-	workload, err := r.ClusterCache.GetUncachedClient(ctx, client.ObjectKey{Namespace: sc.Namespace, Name: clusterName})
+	workload, err := r.ClusterCache.GetUncachedClient(ctx, client.ObjectKey{Namespace: sc.Namespace, Name: clusterNameOf(sc)})
 	if err != nil {
 		// Not reachable yet: the control plane is still coming up.
 		return ctrl.Result{RequeueAfter: networkResync}, nil

@@ -48,10 +48,11 @@ type Lab struct {
 	// cgroupPrefix starts the name of every host's cgroup.
 	cgroupPrefix string
 
-	mu       sync.Mutex
-	hosts    map[string]*Host
-	reserved map[netip.Addr]string // address -> owner (host name or endpoint key)
-	nextLink int
+	mu        sync.Mutex
+	hosts     map[string]*Host
+	reserved  map[netip.Addr]string // address -> owner (host name or endpoint key)
+	balancers map[string]*LoadBalancer
+	nextLink  int
 }
 
 // LabOptions configure a Lab.
@@ -89,6 +90,7 @@ func NewLab(opts LabOptions) (*Lab, error) {
 		cgroupPrefix: fmt.Sprintf("%s%d-", CgroupPrefix, subnet.Addr().As4()[2]),
 		hosts:        map[string]*Host{},
 		reserved:     map[netip.Addr]string{},
+		balancers:    map[string]*LoadBalancer{},
 	}
 	l.hostIf = fmt.Sprintf("cabpk%d", subnet.Addr().As4()[2])
 	// The LAN namespace is held by a sleeping process that dies with us; the
@@ -153,6 +155,13 @@ func (l *Lab) Close() {
 	for _, h := range hosts {
 		h.Stop()
 	}
+	l.mu.Lock()
+	balancers := l.balancers
+	l.balancers = map[string]*LoadBalancer{}
+	l.mu.Unlock()
+	for _, lb := range balancers {
+		lb.close()
+	}
 	if l.lan != nil && l.lan.Process != nil {
 		_ = l.lan.Process.Kill()
 		_ = l.lan.Wait()
@@ -207,9 +216,9 @@ type HostSpec struct {
 	Name string
 	// Hostname is the host's hostname.
 	Hostname string
-	// AddressKey names an address reserved with ReserveAddress that the
-	// host takes if no other host has it; otherwise it gets a fresh address.
-	AddressKey string
+	// LoadBalancer, when set, makes the host a backend of that load
+	// balancer (its cluster's control-plane endpoint) while it runs.
+	LoadBalancer *LoadBalancer
 	// InstanceID is the host's instance-id in its metadata.
 	InstanceID string
 	// BootDelay delays running the bootstrap data.
@@ -225,35 +234,24 @@ func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("host %s already runs", spec.Name)
 	}
-	// A reserved address (a cluster's endpoint) is taken by the first host
-	// that asks for it while it is free; others get a fresh one.
-	var addr netip.Addr
-	for a, owner := range l.reserved {
-		if spec.AddressKey != "" && owner == spec.AddressKey {
-			addr = a
-		}
-	}
-	var err error
-	if addr.IsValid() {
-		l.reserved[addr] = spec.Name
-	} else {
-		spec.AddressKey = ""
-		addr, err = l.allocateLocked(spec.Name)
-	}
+	addr, err := l.allocateLocked(spec.Name)
 	if err != nil {
 		l.mu.Unlock()
 		return nil, err
 	}
 	l.nextLink++
 	link := fmt.Sprintf("h%d", l.nextLink)
-	h := &Host{lab: l, Name: spec.Name, Address: addr, addressKey: spec.AddressKey, phase: infrav1.HostBooting,
-		cgroup: l.cgroupPrefix + link}
+	h := &Host{lab: l, Name: spec.Name, Address: addr, phase: infrav1.HostBooting,
+		cgroup: l.cgroupPrefix + link, balancer: spec.LoadBalancer}
 	l.hosts[spec.Name] = h
 	l.mu.Unlock()
 
 	if err := h.start(spec, link); err != nil {
 		h.Stop()
 		return nil, err
+	}
+	if h.balancer != nil {
+		h.balancer.add(h)
 	}
 	return h, nil
 }
@@ -267,11 +265,11 @@ func (l *Lab) Host(name string) *Host {
 
 // Host is a running simulated machine.
 type Host struct {
-	lab        *Lab
-	Name       string
-	Address    netip.Addr
-	addressKey string
-	LogPath    string
+	lab      *Lab
+	Name     string
+	Address  netip.Addr
+	balancer *LoadBalancer
+	LogPath  string
 
 	// cgroup names the host's cgroup; dir holds its logs and containerd root.
 	cgroup string
@@ -427,6 +425,9 @@ func (h *Host) Stop() {
 		return
 	}
 	defer close(cleaned)
+	if h.balancer != nil {
+		h.balancer.remove(h)
+	}
 	if h.cmd != nil && h.cmd.Process != nil {
 		_ = h.cmd.Process.Kill()
 		<-h.done
@@ -449,11 +450,7 @@ func (h *Host) Stop() {
 	}
 	for a, owner := range l.reserved {
 		if owner == h.Name {
-			if h.addressKey != "" {
-				l.reserved[a] = h.addressKey // the endpoint stays reserved for its cluster
-			} else {
-				delete(l.reserved, a)
-			}
+			delete(l.reserved, a)
 		}
 	}
 }

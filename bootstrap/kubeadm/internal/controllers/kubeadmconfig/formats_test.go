@@ -138,3 +138,28 @@ func TestEveryFormatAndAction(t *testing.T) {
 		})
 	}
 }
+
+// TestFormatAnnotationChoosesWhatRenders: a KubeadmConfig as
+// KubeadmControlPlane writes it (spec.format cloud-config) with the format
+// annotation KCP copies from its machine template renders raw, and its spec
+// stays as written.
+func TestFormatAnnotationChoosesWhatRenders(t *testing.T) {
+	startManager(t)
+	f := newFixture(t)
+	_, cp0 := f.machine("cp-0", true, initSpec(bootstrapv1.CloudConfig))
+	f.waitForReason(cp0, "DataSecretAvailable", kubeadmconfig.ReasonWaitingForInfrastructure)
+	patch := client.MergeFrom(cp0.DeepCopy())
+	cp0.Annotations = map[string]string{bootstrapv1.FormatAnnotation: string(bootstrapv1.Raw)}
+	if err := mgmt.Client.Patch(f.ctx, cp0, patch); err != nil {
+		t.Fatal(err)
+	}
+	f.setClusterStatus(true, false)
+	sec := f.waitForData(cp0)
+	checkDataSecret(t, cp0, f.cluster.Name, sec, bootstrapv1.Raw)
+	if err := mgmt.Client.Get(f.ctx, client.ObjectKeyFromObject(cp0), cp0); err != nil {
+		t.Fatal(err)
+	}
+	if cp0.Spec.Format != bootstrapv1.CloudConfig {
+		t.Errorf("spec.format became %q: the spec KubeadmControlPlane compares must stay as written", cp0.Spec.Format)
+	}
+}

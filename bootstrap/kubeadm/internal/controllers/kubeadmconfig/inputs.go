@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,7 +78,13 @@ func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, error) 
 
 // gatherInputs collects everything but the bootstrap token for action.
 func (r *Reconciler) gatherInputs(ctx context.Context, s *scope, action plan.Action) (*plan.Input, error) {
-	spec := &s.cfg.Spec
+	// The spec renders with the format and Butane its annotations choose
+	// (KubeadmControlPlane copies them from its machine template).
+	spec, errs := fieldrules.Resolve(s.cfg.Annotations, &s.cfg.Spec, field.NewPath("metadata", "annotations"))
+	if len(errs) > 0 {
+		r.refuse(s, ReasonInvalidConfiguration, "%s", errs.ToAggregate().Error())
+		return nil, stop(ctrl.Result{})
+	}
 	if msg := fieldrules.FormatDisabled(spec.EffectiveFormat(), r.Gates); msg != "" {
 		r.refuse(s, ReasonFormatDisabled, "%s", msg)
 		return nil, stop(ctrl.Result{})

@@ -1,0 +1,106 @@
+package fieldrules
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-base/featuregate"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+)
+
+// maxButaneAnnotation is the size limit of spec.ignition.butane.additionalConfig.
+const maxButaneAnnotation = 32768
+
+// Resolve returns the spec a KubeadmConfig renders: its own, with the format
+// and Butane its annotations choose (bootstrapv1.FormatAnnotation,
+// bootstrapv1.IgnitionButaneAnnotation). Without those annotations it is
+// spec itself. The annotation may choose the format only where the spec has
+// the default, cloud-config (what KubeadmControlPlane writes); any other
+// disagreement is refused at annotations, as are Butane outside the ignition
+// format and Butane given both ways.
+func Resolve(annotations map[string]string, spec *bootstrapv1.KubeadmConfigSpec, annotationsPath *field.Path) (*bootstrapv1.KubeadmConfigSpec, field.ErrorList) {
+	format, hasFormat := annotations[bootstrapv1.FormatAnnotation]
+	butane, hasButane := annotations[bootstrapv1.IgnitionButaneAnnotation]
+	if !hasFormat && !hasButane {
+		return spec, nil
+	}
+	var errs field.ErrorList
+	out := spec.DeepCopy()
+	if hasFormat {
+		at := annotationsPath.Key(bootstrapv1.FormatAnnotation)
+		switch f := bootstrapv1.Format(format); {
+		case !slices.Contains(bootstrapv1.Formats, f):
+			errs = append(errs, field.NotSupported(at, format, formatNames()))
+		case spec.EffectiveFormat() != bootstrapv1.CloudConfig && spec.EffectiveFormat() != f:
+			errs = append(errs, field.Invalid(at, format, fmt.Sprintf(
+				"contradicts spec.format %q: the annotation chooses the format only of a spec with the default format %q (as KubeadmControlPlane writes it)",
+				spec.EffectiveFormat(), bootstrapv1.CloudConfig)))
+		default:
+			out.Format = f
+		}
+	}
+	if hasButane {
+		at := annotationsPath.Key(bootstrapv1.IgnitionButaneAnnotation)
+		switch {
+		case out.EffectiveFormat() != bootstrapv1.Ignition:
+			errs = append(errs, field.Invalid(at, field.OmitValueType{}, fmt.Sprintf(
+				"takes effect only in the %q format, and this KubeadmConfig renders %q", bootstrapv1.Ignition, out.EffectiveFormat())))
+		case spec.Ignition.Butane.AdditionalConfig != "":
+			errs = append(errs, field.Invalid(at, field.OmitValueType{}, "spec.ignition.butane.additionalConfig is set too: give the Butane document one way"))
+		case strings.TrimSpace(butane) == "":
+			errs = append(errs, field.Invalid(at, field.OmitValueType{}, "is empty"))
+		case len(butane) > maxButaneAnnotation:
+			errs = append(errs, field.TooLong(at, field.OmitValueType{}, maxButaneAnnotation))
+		default:
+			out.Ignition.Butane.AdditionalConfig = butane
+		}
+	}
+	return out, errs
+}
+
+func formatNames() []string {
+	var names []string
+	for _, f := range bootstrapv1.Formats {
+		names = append(names, string(f))
+	}
+	return names
+}
+
+// ValidateAnnotated validates what a KubeadmConfig (or the KubeadmConfig a
+// KubeadmControlPlane makes) renders: its annotations, then the resolved
+// spec through the table, reported at specPath. A format the annotation
+// chose and its gate refuses is reported at the annotation, and so are the
+// table's messages about it.
+func ValidateAnnotated(annotations map[string]string, spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate, annotationsPath, specPath *field.Path) (*bootstrapv1.KubeadmConfigSpec, field.ErrorList, []string) {
+	resolved, errs := Resolve(annotations, spec, annotationsPath)
+	if len(errs) > 0 {
+		return nil, errs, nil
+	}
+	fromAnnotation := resolved.EffectiveFormat() != spec.EffectiveFormat()
+	if fromAnnotation {
+		if msg := FormatDisabled(resolved.EffectiveFormat(), gates); msg != "" {
+			return nil, field.ErrorList{field.Forbidden(annotationsPath.Key(bootstrapv1.FormatAnnotation), msg)}, nil
+		}
+	}
+	errs, warnings := ValidateWithWarnings(resolved, gates, specPath)
+	if _, ok := annotations[bootstrapv1.IgnitionButaneAnnotation]; ok {
+		// What the Butane translator says about the annotation's document.
+		butane := specPath.Child("ignition", "butane").String()
+		for _, e := range errs {
+			if strings.HasPrefix(e.Field, butane) {
+				e.Field = annotationsPath.Key(bootstrapv1.IgnitionButaneAnnotation).String()
+			}
+		}
+	}
+	if fromAnnotation {
+		said := fmt.Sprintf("spec.format is %q", resolved.EffectiveFormat())
+		by := fmt.Sprintf("the format is %q (annotation %s)", resolved.EffectiveFormat(), bootstrapv1.FormatAnnotation)
+		for _, e := range errs {
+			e.Detail = strings.ReplaceAll(e.Detail, said, by)
+		}
+	}
+	return resolved, errs, warnings
+}

@@ -1,0 +1,118 @@
+package webhooks_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+)
+
+// The format annotation (what KubeadmControlPlane copies from its machine
+// template) decides what a KubeadmConfig renders, through the same gates
+// and rules, reported at the annotation.
+func TestFormatAnnotationOnKubeadmConfig(t *testing.T) {
+	ctx := context.Background()
+	annotated := func(spec bootstrapv1.Format, annotation string) *bootstrapv1.KubeadmConfig {
+		c := config(spec)
+		c.Annotations = map[string]string{bootstrapv1.FormatAnnotation: annotation}
+		return c
+	}
+	at := fmt.Sprintf("metadata.annotations[%s]", bootstrapv1.FormatAnnotation)
+
+	setGates(t, false, false)
+	err := env.Client.Create(ctx, annotated(bootstrapv1.CloudConfig, "raw"))
+	if got := causes(t, err); len(got) != 1 || got[0] != at || !strings.Contains(err.Error(), "KubeadmBootstrapFormatRaw") {
+		t.Fatalf("raw by annotation with its gate off: %v", err)
+	}
+
+	setGates(t, false, true)
+	if err := env.Client.Create(ctx, annotated(bootstrapv1.CloudConfig, "raw")); err != nil {
+		t.Fatalf("raw by annotation over KCP's default: %v", err)
+	}
+	c := annotated(bootstrapv1.CloudConfig, "raw")
+	c.Spec.PreKubeadmCommands = []string{"echo hi"}
+	err = env.Client.Create(ctx, c)
+	if got := causes(t, err); len(got) != 1 || got[0] != "spec.preKubeadmCommands" || !strings.Contains(err.Error(), bootstrapv1.FormatAnnotation) {
+		t.Fatalf("a field raw does not take, raw by annotation: %v", err)
+	}
+
+	setGates(t, true, true)
+	err = env.Client.Create(ctx, annotated(bootstrapv1.Ignition, "raw"))
+	if got := causes(t, err); len(got) != 1 || got[0] != at || !strings.Contains(err.Error(), "contradicts") {
+		t.Fatalf("an annotation contradicting spec.format: %v", err)
+	}
+}
+
+func kcp(annotations map[string]string) *controlplanev1.KubeadmControlPlane {
+	nameSeq++
+	k := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("kcp-%d", nameSeq), Namespace: "default"},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr.To[int32](1),
+			Version:  "v1.36.3",
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
+				ObjectMeta: clusterv1.ObjectMeta{Annotations: annotations},
+				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "ExampleMachineTemplate", Name: "cp"}},
+			},
+		}}
+	k.Spec.KubeadmConfigSpec.Format = "cloud-config" // what KCP's own defaulting writes
+	return k
+}
+
+// A KubeadmControlPlane is refused at admission when the KubeadmConfigs it
+// would create would be: the gate of the format its annotation chooses, a
+// field that format does not take, a contradiction, all at the KCP's
+// fields. Updates that leave what it renders alone pass even when the rules
+// would refuse it now.
+func TestKubeadmControlPlaneIsCheckedForItsFormat(t *testing.T) {
+	ctx := context.Background()
+	raw := map[string]string{bootstrapv1.FormatAnnotation: "raw"}
+	at := fmt.Sprintf("spec.machineTemplate.metadata.annotations[%s]", bootstrapv1.FormatAnnotation)
+
+	setGates(t, false, false)
+	err := env.Client.Create(ctx, kcp(raw))
+	if err == nil || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), "KubeadmBootstrapFormatRaw") {
+		t.Fatalf("raw with its gate off: %v", err)
+	}
+
+	setGates(t, false, true)
+	k := kcp(raw)
+	k.Spec.KubeadmConfigSpec.PostKubeadmCommands = []string{"echo hi"}
+	err = env.Client.Create(ctx, k)
+	if err == nil || !strings.Contains(err.Error(), "spec.kubeadmConfigSpec.postKubeadmCommands") {
+		t.Fatalf("a field raw does not take: %v", err)
+	}
+	k = kcp(map[string]string{bootstrapv1.FormatAnnotation: "raw"})
+	k.Spec.KubeadmConfigSpec.Format = "ignition"
+	err = env.Client.Create(ctx, k)
+	if err == nil || !strings.Contains(err.Error(), "contradicts") {
+		t.Fatalf("a contradiction: %v", err)
+	}
+	good := kcp(raw)
+	if err := env.Client.Create(ctx, good); err != nil {
+		t.Fatalf("a raw KubeadmControlPlane: %v", err)
+	}
+
+	// The gate goes off afterwards: scaling what exists still works...
+	setGates(t, false, false)
+	patch := client.MergeFrom(good.DeepCopy())
+	good.Spec.Replicas = ptr.To[int32](3)
+	if err := env.Client.Patch(ctx, good, patch); err != nil {
+		t.Fatalf("scaling an admitted KubeadmControlPlane: %v", err)
+	}
+	// ...changing what it renders does not.
+	patch = client.MergeFrom(good.DeepCopy())
+	good.Spec.KubeadmConfigSpec.JoinConfiguration.NodeRegistration.Name = "changed"
+	if err := env.Client.Patch(ctx, good, patch); err == nil || !strings.Contains(err.Error(), "KubeadmBootstrapFormatRaw") {
+		t.Fatalf("changing the spec with raw's gate off: %v", err)
+	}
+}

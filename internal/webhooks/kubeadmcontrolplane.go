@@ -1,0 +1,111 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-base/featuregate"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane-bootstrap,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes;kubeadmcontrolplanetemplates,versions=v1beta2,name=bootstrap.kubeadmcontrolplane.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// KubeadmControlPlanePath is where KubeadmControlPlaneBootstrap is served.
+const KubeadmControlPlanePath = "/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane-bootstrap"
+
+// KubeadmControlPlaneBootstrap validates, in KubeadmControlPlanes and their
+// templates (which ClusterClass patches fill), what the KubeadmConfigs
+// KubeadmControlPlane will create render: kubeadmConfigSpec with the format
+// and Butane that spec.machineTemplate.metadata's annotations choose, through
+// the same rules as a KubeadmConfig. KubeadmControlPlane's own webhook and
+// CRD know nothing of those annotations; without this a gated or
+// contradictory format would only fail once KCP creates a machine. An update
+// is checked only when what it renders changes, so that objects that were
+// admitted before (KCP's own status and label updates, scaling) stay
+// writable.
+type KubeadmControlPlaneBootstrap struct {
+	Gates featuregate.FeatureGate
+}
+
+// SetupWebhookWithManager registers the webhook with mgr's webhook server.
+func (w *KubeadmControlPlaneBootstrap) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	mgr.GetWebhookServer().Register(KubeadmControlPlanePath, &webhook.Admission{Handler: w})
+	return nil
+}
+
+// kcpBootstrapPart is the part of a KubeadmControlPlane (spec) or of a
+// KubeadmControlPlaneTemplate (spec.template.spec) that makes KubeadmConfigs.
+type kcpBootstrapPart struct {
+	MachineTemplate struct {
+		ObjectMeta struct {
+			Annotations map[string]string `json:"annotations,omitempty"`
+		} `json:"metadata"`
+	} `json:"machineTemplate"`
+	KubeadmConfigSpec bootstrapv1.KubeadmConfigSpec `json:"kubeadmConfigSpec"`
+}
+
+// decodeKCP reads the bootstrap part of a KubeadmControlPlane or its
+// template, with the paths its errors are reported at.
+func decodeKCP(kind string, raw []byte) (part *kcpBootstrapPart, annotationsPath, specPath *field.Path, err error) {
+	switch kind {
+	case "KubeadmControlPlane":
+		var o struct {
+			Spec kcpBootstrapPart `json:"spec"`
+		}
+		err = json.Unmarshal(raw, &o)
+		return &o.Spec, field.NewPath("spec", "machineTemplate", "metadata", "annotations"), field.NewPath("spec", "kubeadmConfigSpec"), err
+	case "KubeadmControlPlaneTemplate":
+		var o struct {
+			Spec struct {
+				Template struct {
+					Spec kcpBootstrapPart `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		err = json.Unmarshal(raw, &o)
+		return &o.Spec.Template.Spec, field.NewPath("spec", "template", "spec", "machineTemplate", "metadata", "annotations"),
+			field.NewPath("spec", "template", "spec", "kubeadmConfigSpec"), err
+	}
+	return nil, nil, nil, fmt.Errorf("kind %s is not a KubeadmControlPlane or a KubeadmControlPlaneTemplate", kind)
+}
+
+// Handle admits or denies one request.
+func (w *KubeadmControlPlaneBootstrap) Handle(_ context.Context, req admission.Request) admission.Response {
+	part, annotationsPath, specPath, err := decodeKCP(req.Kind.Kind, req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	_, errs, warnings := fieldrules.ValidateAnnotated(part.MachineTemplate.ObjectMeta.Annotations, &part.KubeadmConfigSpec, w.Gates, annotationsPath, specPath)
+	if len(errs) > 0 && len(req.OldObject.Raw) > 0 {
+		// Ratchet: what rendered the same before may stay as it is.
+		if old, _, _, err := decodeKCP(req.Kind.Kind, req.OldObject.Raw); err == nil && sameBootstrap(old, part) {
+			return admission.Allowed("").WithWarnings(warnings...)
+		}
+	}
+	if len(errs) > 0 {
+		return admission.Denied(fmt.Sprintf("%s %q is invalid for the bootstrap provider: %v", req.Kind.Kind, req.Name, errs.ToAggregate()))
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// sameBootstrap is true when two objects make the same KubeadmConfigs: the
+// same kubeadmConfigSpec and the same annotations of this provider.
+func sameBootstrap(a, b *kcpBootstrapPart) bool {
+	for _, k := range []string{bootstrapv1.FormatAnnotation, bootstrapv1.IgnitionButaneAnnotation} {
+		va, oka := a.MachineTemplate.ObjectMeta.Annotations[k]
+		vb, okb := b.MachineTemplate.ObjectMeta.Annotations[k]
+		if va != vb || oka != okb {
+			return false
+		}
+	}
+	return equality.Semantic.DeepEqual(a.KubeadmConfigSpec, b.KubeadmConfigSpec)
+}

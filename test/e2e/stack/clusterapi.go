@@ -1,0 +1,386 @@
+package stack
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1beta1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	kcpreconciler "sigs.k8s.io/cluster-api/controlplane/kubeadm/reconcilers/kubeadmcontrolplane"
+	kcpadmission "sigs.k8s.io/cluster-api/controlplane/kubeadm/webhooks/admission"
+	kcpconversion "sigs.k8s.io/cluster-api/controlplane/kubeadm/webhooks/conversion"
+	capicluster "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	capiclusterclass "sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
+	capimachine "sigs.k8s.io/cluster-api/core/reconcilers/machine"
+	capimachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	capimachinehealthcheck "sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
+	capimachinepool "sigs.k8s.io/cluster-api/core/reconcilers/machinepool"
+	capimachineset "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	topologycluster "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
+	topologymachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
+	topologymachineset "sigs.k8s.io/cluster-api/core/reconcilers/topology/machineset"
+	capisetup "sigs.k8s.io/cluster-api/core/setup"
+	coreadmission "sigs.k8s.io/cluster-api/core/webhooks/admission"
+	coreconversion "sigs.k8s.io/cluster-api/core/webhooks/conversion"
+	capifeature "sigs.k8s.io/cluster-api/feature"
+	"sigs.k8s.io/cluster-api/util/index"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
+)
+
+// Cluster API runs in this process as its own manager binaries wire it:
+// the core reconcilers (Cluster, Machine, MachineSet, MachineDeployment,
+// MachinePool, MachineHealthCheck), the topology reconcilers (ClusterClass,
+// managed topologies), KubeadmControlPlane's, and Cluster API's own admission
+// webhooks (core and KubeadmControlPlane) on a webhook server of their own.
+// Its scheme holds upstream's KubeadmConfig types, as KubeadmControlPlane
+// needs: it creates KubeadmConfigs as upstream's Go type, which this
+// provider's API server schema (a superset) stores.
+
+// ClusterAPISyncPeriod is how often Cluster API's controllers revisit every
+// object: short, so that a test sees several resyncs of a steady
+// KubeadmControlPlane within a minute.
+const ClusterAPISyncPeriod = 20 * time.Second
+
+// clusterAPIScheme is the scheme of the in-process Cluster API manager.
+func clusterAPIScheme() (*k8sruntime.Scheme, error) {
+	s := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
+		clusterv1.AddToScheme, clusterv1beta1.AddToScheme,
+		upstreambootstrapv1.AddToScheme,
+		controlplanev1.AddToScheme, controlplanev1beta1.AddToScheme,
+		runtimev1.AddToScheme,
+		infrav1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// clusterAPICacheOptions are core Cluster API's cache options, except that
+// cached Secrets (those of clusters) keep their data: core's manager needs
+// only the kubeconfigs' and drops the rest, KubeadmControlPlane reads the
+// cluster CAs through the same cache.
+func clusterAPICacheOptions(scheme *k8sruntime.Scheme) ctrlcache.Options {
+	opts := capisetup.ManagerCacheOptions(scheme, "capi-e2e", "", ClusterAPISyncPeriod)
+	for obj, byObject := range opts.ByObject {
+		if _, ok := obj.(*corev1.Secret); ok {
+			byObject.Transform = func(in any) (any, error) {
+				if s, ok := in.(*corev1.Secret); ok {
+					s.SetManagedFields(nil)
+				}
+				return in, nil
+			}
+			opts.ByObject[obj] = byObject
+		}
+	}
+	return opts
+}
+
+// clusterAPIGates turns on what the stack runs: managed topologies,
+// MachinePools, and Ignition in KubeadmControlPlane's own admission.
+func clusterAPIGates() error {
+	return capifeature.MutableGates.SetFromMap(map[string]bool{
+		string(capifeature.ClusterTopology):                true,
+		string(capifeature.MachinePool):                    true,
+		string(capifeature.KubeadmBootstrapFormatIgnition): true,
+	})
+}
+
+// startClusterAPI runs Cluster API's reconcilers and webhooks and the
+// simulated provider's reconcilers in one controller-runtime manager.
+func (s *Stack) startClusterAPI(ctx context.Context) error {
+	logFile, err := s.openLog("cluster-api.log")
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(crzap.New(crzap.WriteTo(logFile), crzap.UseDevMode(false)))
+	if err := clusterAPIGates(); err != nil {
+		return err
+	}
+	scheme, err := clusterAPIScheme()
+	if err != nil {
+		return err
+	}
+	hookPort, err := testenv.FreeTCPPort()
+	if err != nil {
+		return err
+	}
+	hooks := s.env.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  clusterAPICacheOptions(scheme),
+		Client:                 capisetup.ManagerClientOptions(),
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: "127.0.0.1", Port: hookPort, CertDir: hooks.LocalServingCertDir,
+		}),
+	})
+	if err != nil {
+		return err
+	}
+	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	secretClient, err := capisetup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return err
+	}
+	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: secretClient,
+		Cache:        capisetup.ClusterCacheCacheOptions(),
+		Client:       capisetup.ClusterCacheClientOptions("capi-e2e", 20, 30),
+	}, controller.Options{MaxConcurrentReconciles: 10})
+	if err != nil {
+		return err
+	}
+	if err := setupClusterAPIWebhooks(mgr, cache); err != nil {
+		return err
+	}
+	opts := controller.Options{MaxConcurrentReconciles: 5}
+	kcpOpts := controller.Options{MaxConcurrentReconciles: 5, ReconciliationTimeout: 3 * time.Minute}
+	for _, setup := range []func() error{
+		func() error {
+			return (&capicluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
+				RemoteConnectionGracePeriod: 50 * time.Second}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capimachine.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache,
+				RemoteConditionsGracePeriod: 5 * time.Minute}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capimachineset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capimachinedeployment.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capimachinepool.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capimachinehealthcheck.Reconciler{Client: mgr.GetClient(), ClusterCache: cache}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capiclusterclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&topologycluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&topologymachinedeployment.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&topologymachineset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&kcpreconciler.Reconciler{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SecretCachingClient: secretClient, ClusterCache: cache,
+				EtcdDialTimeout: 10 * time.Second, EtcdCallTimeout: 15 * time.Second, EtcdLogger: zap.NewNop(),
+				RemoteConditionsGracePeriod: 5 * time.Minute,
+			}).SetupWithManager(ctx, mgr, kcpOpts)
+		},
+		func() error {
+			return (&controllers.ClusterReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
+		},
+		func() error {
+			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
+		},
+		func() error {
+			return (&controllers.NetworkReconciler{Client: mgr.GetClient(), Lab: s.Lab, ClusterCache: cache}).SetupWithManager(mgr)
+		},
+	} {
+		if err := setup(); err != nil {
+			return err
+		}
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	s.cancel = cancel
+	s.capiStopped = make(chan struct{})
+	go func() {
+		defer close(s.capiStopped)
+		if err := mgr.Start(mctx); err != nil {
+			fmt.Fprintf(logFile, "cluster api manager: %v\n", err)
+		}
+	}()
+	if err := waitForTLS(net.JoinHostPort("127.0.0.1", strconv.Itoa(hookPort)), 60*time.Second); err != nil {
+		return fmt.Errorf("Cluster API's webhook server: %w", err)
+	}
+	return installClusterAPIWebhooks(ctx, s.Client, hookPort, hooks.LocalServingCAData)
+}
+
+// setupClusterAPIWebhooks registers Cluster API's webhooks for the kinds the
+// stack uses.
+func setupClusterAPIWebhooks(mgr ctrl.Manager, cache clustercache.ClusterCache) error {
+	// v1beta1 clients' references are converted at the version each CRD's
+	// contract label names.
+	getter := func(ctx context.Context, gk schema.GroupKind) (string, error) { return contractVersion(ctx, mgr, gk) }
+	coreconversion.SetAPIVersionGetter(getter)
+	kcpconversion.SetAPIVersionGetter(getter)
+	for _, w := range []interface{ SetupWebhookWithManager(ctrl.Manager) error }{
+		&coreadmission.ClusterClass{Client: mgr.GetClient()},
+		&coreadmission.Cluster{Client: mgr.GetClient(), ClusterCacheReader: cache},
+		&coreadmission.Machine{}, &coreadmission.MachineSet{}, &coreadmission.MachineDeployment{},
+		&coreadmission.MachinePool{}, &coreadmission.MachineHealthCheck{}, &coreadmission.MachineDrainRule{},
+		&kcpadmission.KubeadmControlPlane{}, &kcpadmission.ScaleValidator{Client: mgr.GetClient()}, &kcpadmission.KubeadmControlPlaneTemplate{},
+	} {
+		if err := w.SetupWebhookWithManager(mgr); err != nil {
+			return fmt.Errorf("Cluster API webhook %T: %w", w, err)
+		}
+	}
+	return nil
+}
+
+// clusterAPIWebhookResources are the resources whose webhooks the stack
+// serves; Cluster API's manifests list more (ClusterResourceSets, IPAM,
+// ExtensionConfigs), which the stack does not run.
+var clusterAPIWebhookResources = map[string]bool{
+	"clusters": true, "clusterclasses": true, "machines": true, "machinesets": true, "machinedeployments": true,
+	"machinepools": true, "machinehealthchecks": true, "machinedrainrules": true,
+	"kubeadmcontrolplanes": true, "kubeadmcontrolplanes/scale": true, "kubeadmcontrolplanetemplates": true,
+}
+
+// installClusterAPIWebhooks creates Cluster API's webhook configurations
+// from its own manifests (core and KubeadmControlPlane), pointed at the
+// in-process webhook server, under names of their own (this provider's
+// configurations carry the same generated names).
+func installClusterAPIWebhooks(ctx context.Context, c client.Client, port int, ca []byte) error {
+	dir, err := testenv.ClusterAPIModuleDir()
+	if err != nil {
+		return err
+	}
+	for prefix, file := range map[string]string{
+		"capi-core-": filepath.Join(dir, "core", "config", "webhook", "manifests.yaml"),
+		"capi-kcp-":  filepath.Join(dir, "controlplane", "kubeadm", "config", "webhook", "manifests.yaml"),
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+		for {
+			doc, err := docs.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			cfg := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &cfg.Object); err != nil {
+				return err
+			}
+			if cfg.GetKind() != "MutatingWebhookConfiguration" && cfg.GetKind() != "ValidatingWebhookConfiguration" {
+				continue
+			}
+			webhooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+			var kept []any
+			for _, w := range webhooks {
+				hook := w.(map[string]any)
+				if !servedWebhook(hook) {
+					continue
+				}
+				path, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "path")
+				hook["clientConfig"] = map[string]any{
+					"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, path),
+					"caBundle": base64.StdEncoding.EncodeToString(ca),
+				}
+				kept = append(kept, hook)
+			}
+			if err := unstructured.SetNestedSlice(cfg.Object, kept, "webhooks"); err != nil {
+				return err
+			}
+			cfg.SetName(prefix + cfg.GetName())
+			if err := c.Create(ctx, cfg); err != nil {
+				return fmt.Errorf("creating %s: %w", cfg.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// servedWebhook is true for a webhook of one of the resources the stack serves.
+func servedWebhook(hook map[string]any) bool {
+	rules, _, _ := unstructured.NestedSlice(hook, "rules")
+	for _, r := range rules {
+		resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+		for _, res := range resources {
+			if clusterAPIWebhookResources[res] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// contractVersion is the API version a kind is read at: the version its
+// CRD's contract label (cluster.x-k8s.io/v1beta2) names.
+func contractVersion(ctx context.Context, mgr ctrl.Manager, gk schema.GroupKind) (string, error) {
+	mapping, err := mgr.GetRESTMapper().RESTMapping(gk)
+	if err != nil {
+		return "", err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := mgr.GetAPIReader().Get(ctx, client.ObjectKey{Name: mapping.Resource.Resource + "." + gk.Group}, crd); err != nil {
+		return "", err
+	}
+	v, ok := crd.Labels[clusterv1.GroupVersion.String()]
+	if !ok {
+		return "", fmt.Errorf("CRD %s has no %s contract label", crd.Name, clusterv1.GroupVersion)
+	}
+	return schema.GroupVersion{Group: gk.Group, Version: v}.String(), nil
+}
+
+// waitForTLS waits until a TLS server answers at addr.
+func waitForTLS(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only whether it answers
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
