@@ -89,7 +89,7 @@ func (ignition) run(ctx context.Context, m *machine) error {
 	common := []string{"-platform", "file", "-root", "/", "-log-to-stdout",
 		"-config-cache", filepath.Join(dir, "config.json"), "-state-file", filepath.Join(dir, "state.json"), "-neednet", filepath.Join(dir, "neednet")}
 	for _, stage := range []string{"fetch-offline", "files"} {
-		cmd := exec.CommandContext(ctx, m.cfg.Tools["ignition"], append([]string{"-stage", stage}, common...)...)
+		cmd := exec.CommandContext(ctx, filepath.Join(imageBinDir, "ignition"), append([]string{"-stage", stage}, common...)...)
 		cmd.Env = append(os.Environ(), "IGNITION_CONFIG_FILE="+config)
 		cmd.Stdout, cmd.Stderr = m.out, m.out
 		if err := cmd.Run(); err != nil {

@@ -318,6 +318,9 @@ func (m *machine) isolateFiles() error {
 	if err := syscall.Mount(m.cfg.ContainerdDir, containerdRoot, "", syscall.MS_BIND, ""); err != nil {
 		return fmt.Errorf("containerd's root: %w", err)
 	}
+	if err := m.installTools(); err != nil {
+		return err
+	}
 	for _, d := range []string{"/run", "/tmp"} {
 		if err := syscall.Mount("tmpfs", d, "tmpfs", 0, "mode=1777"); err != nil {
 			return fmt.Errorf("tmpfs over %s: %w", d, err)

@@ -107,15 +107,8 @@ var nodeSysctls = map[string]string{
 }
 
 // installImage writes the node's image into the host's files and applies
-// its sysctls. tools maps a command name to this machine's binary.
+// its sysctls (its commands are installed earlier, by installTools).
 func (m *machine) installImage() error {
-	for name, path := range m.cfg.Tools {
-		link := filepath.Join(imageBinDir, name)
-		_ = os.Remove(link)
-		if err := os.Symlink(path, link); err != nil {
-			return err
-		}
-	}
 	var sysctl strings.Builder
 	for k, v := range nodeSysctls {
 		fmt.Fprintf(&sysctl, "%s = %s\n", strings.ReplaceAll(k, "/", "."), v)
@@ -234,4 +227,21 @@ func waitForCRI(ctx context.Context, timeout time.Duration) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// installTools puts the image's commands (this machine's binaries) in
+// /usr/local/bin as bind mounts, not symlinks: the host covers /tmp and /run
+// with its own, and a tools cache that lives there must stay reachable.
+func (m *machine) installTools() error {
+	for name, path := range m.cfg.Tools {
+		dst := filepath.Join(imageBinDir, name)
+		_ = os.Remove(dst)
+		if err := os.WriteFile(dst, nil, 0o755); err != nil {
+			return err
+		}
+		if err := syscall.Mount(path, dst, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("installing %s: %w", name, err)
+		}
+	}
+	return nil
 }
