@@ -151,7 +151,7 @@ bench-scale: ## Scale run: this manager and upstream's side by side on one API s
 ##@ Run
 
 .PHONY: demo
-demo: ## Main job: Cluster API, this provider and a workload cluster per format on simulated hosts (root; Ctrl-C stops).
+demo: ## Main job: Cluster API, this provider and a ClusterClass workload cluster (KCP + a MachineDeployment per format) on simulated hosts; CONTROL_PLANE_REPLICAS=3 for HA (root; Ctrl-C stops).
 	hack/tools.sh e2e kubectl
 	mkdir -p $(BIN_DIR)
 	go build -o $(BIN_DIR)/demo ./test/e2e/demo

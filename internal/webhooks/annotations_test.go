@@ -50,6 +50,33 @@ func TestFormatAnnotationOnKubeadmConfig(t *testing.T) {
 	if got := causes(t, err); len(got) != 1 || got[0] != at || !strings.Contains(err.Error(), "contradicts") {
 		t.Fatalf("an annotation contradicting spec.format: %v", err)
 	}
+
+	// KubeadmControlPlane writes its machine template's new annotations
+	// onto the configs of machines that await their rollout: once the data
+	// secret exists the annotations choose nothing, and the update passes.
+	rendered := config(bootstrapv1.Ignition)
+	if err := env.Client.Create(ctx, rendered); err != nil {
+		t.Fatal(err)
+	}
+	contradict := func() error {
+		rendered.Annotations = map[string]string{bootstrapv1.FormatAnnotation: "raw"}
+		return env.Client.Update(ctx, rendered)
+	}
+	err = contradict()
+	if got := causes(t, err); len(got) != 1 || got[0] != at {
+		t.Fatalf("a contradicting annotation before the data secret exists: %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rendered), rendered); err != nil {
+		t.Fatal(err)
+	}
+	rendered.Status.DataSecretName = rendered.Name
+	rendered.Status.Initialization.DataSecretCreated = ptr.To(true)
+	if err := env.Client.Status().Update(ctx, rendered); err != nil {
+		t.Fatal(err)
+	}
+	if err := contradict(); err != nil {
+		t.Fatalf("a new annotation on a config whose data secret exists: %v", err)
+	}
 }
 
 func kcp(annotations map[string]string) *controlplanev1.KubeadmControlPlane {

@@ -72,12 +72,25 @@ func validateConfig(c *bootstrapv1.KubeadmConfig, gates featuregate.FeatureGate)
 // ValidateUpdate validates a changed KubeadmConfig. Like upstream, the spec
 // may change (changes do not reach an existing data secret); what may not
 // change once the data secret exists is spec.format, because the secret's
-// format key and every consumer of it would disagree with the spec. The
-// format annotation may change (KubeadmControlPlane syncs its machine
-// template's annotations in place); an existing data secret keeps the
-// format it was rendered in.
+// format key and every consumer of it would disagree with the spec.
+//
+// Once the data secret exists the annotations choose nothing any more (the
+// secret keeps the format it was rendered in), so the spec is checked as it
+// is, without them: KubeadmControlPlane writes its machine template's new
+// annotations in place onto configs it made long ago (a control plane moved
+// to another format while its old machines await their rollout), and
+// refusing that would stop KCP for a change without effect.
 func (w *KubeadmConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
 	errs, warnings := validateConfig(newC, w.Gates)
+	if dataSecretExists(oldC) {
+		errs, warnings = fieldrules.ValidateWithWarnings(&newC.Spec, w.Gates, field.NewPath("spec"))
+		for _, a := range []string{bootstrapv1.FormatAnnotation, bootstrapv1.IgnitionButaneAnnotation} {
+			if oldC.Annotations[a] != newC.Annotations[a] {
+				warnings = append(warnings, fmt.Sprintf("%s: changes nothing: the bootstrap data secret %q already exists",
+					field.NewPath("metadata", "annotations").Key(a), oldC.Status.DataSecretName))
+			}
+		}
+	}
 	if dataSecretExists(oldC) && oldC.Spec.EffectiveFormat() != newC.Spec.EffectiveFormat() {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "format"), fmt.Sprintf(
 			"cannot change from %q to %q: the bootstrap data secret %q already exists in format %q",

@@ -80,8 +80,13 @@ func newKCPCluster(t *testing.T, name string, replicas int32, format bootstrapv1
 
 func (w *workloadCluster) kcp() *controlplanev1.KubeadmControlPlane {
 	w.t.Helper()
+	// The Cluster names it: a ClusterClass's topology names it itself.
+	cluster := &clusterv1.Cluster{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, w.Name), cluster); err != nil {
+		w.t.Fatal(err)
+	}
 	kcp := &controlplanev1.KubeadmControlPlane{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, w.KCPName()), kcp); err != nil {
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, cluster.Spec.ControlPlaneRef.Name), kcp); err != nil {
 		w.t.Fatal(err)
 	}
 	return kcp

@@ -68,6 +68,7 @@ func TestIgnitionCluster(t *testing.T) {
 			t.Fatalf("creating an ignition template with the gate off: %v, want a denial naming the gate", err)
 		}
 		t.Logf("denied: %v", err)
+		expectClassRefusals(t)
 	})
 	w := newWorkloadCluster(t, "ignition")
 	w.controlPlaneMachine("ignition-cp-0", bootstrapv1.Ignition, func(s *bootstrapv1.KubeadmConfigSpec) {
@@ -184,14 +185,17 @@ func TestRolloutToAnotherFormat(t *testing.T) {
 	w.expectNothingLeftBehind(3)
 }
 
-// TestSlowMachineJoinsAfterTokenTTL: with a 30s bootstrap token TTL, a worker
-// that boots 75s after getting its data still joins: the controller extends
-// the token until the machine has a node.
-func TestSlowMachineJoinsAfterTokenTTL(t *testing.T) {
+// TestShortTokenTTL: with a 30s bootstrap token TTL, a worker that boots
+// 75s after getting its data still joins (the controller extends its token
+// until the machine has a node), and MachinePools of each format rotate
+// their tokens while instances keep joining (testMachinePools).
+func TestShortTokenTTL(t *testing.T) {
 	withManagerArgs(t, append([]string{"--bootstrap-token-ttl=30s"}, managerArgs...)...)
-	w := newWorkloadCluster(t, "slow")
-	w.controlPlaneMachine("slow-cp-0", bootstrapv1.CloudConfig)
-	w.machineDeployment("slow-md", bootstrapv1.Raw, 1, 75*time.Second)
+	w := newWorkloadCluster(t, "ttl")
+	w.controlPlaneMachine("ttl-cp-0", bootstrapv1.CloudConfig)
+	w.machineDeployment("ttl-slow", bootstrapv1.Raw, 1, 75*time.Second)
+	testMachinePools(w)
+	w.deleteMachinePools()
 	w.expectNodes(w.waitForMachines(2, 6*time.Minute))
 	w.expectNothingLeftBehind(2)
 }

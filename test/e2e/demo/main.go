@@ -1,5 +1,6 @@
 // Command demo brings up the whole e2e stack on this machine and one workload
-// cluster with a MachineDeployment per bootstrap format, shows the Machines
+// cluster from a ClusterClass (a KubeadmControlPlane of CONTROL_PLANE_REPLICAS
+// machines, 1 by default, and a MachineDeployment per bootstrap format), shows the Machines
 // until all run, prints how to reach both clusters with kubectl, and keeps
 // everything running until Ctrl-C. `make demo` runs it (as root).
 package main
@@ -12,11 +13,15 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
@@ -69,20 +74,33 @@ func run() error {
 		fmt.Println("demo: stopped; no process, mount, cgroup, network interface or containerd root is left behind")
 	}()
 
-	c := stack.Cluster{Namespace: "demo", Name: "demo"}
-	objects := c.Base()
-	objects = append(objects, c.ControlPlaneMachine("demo-control-plane", bootstrapv1.CloudConfig)...)
-	for _, f := range []bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition, bootstrapv1.Raw} {
-		objects = append(objects, c.Workers("demo-"+string(f), f, 1, 0)...)
+	// A quick-start user's cluster: a ClusterClass, then a Cluster of it
+	// with a KubeadmControlPlane and one MachineDeployment per format.
+	controlPlaneReplicas, err := replicasFromEnv("CONTROL_PLANE_REPLICAS", 1)
+	if err != nil {
+		return err
 	}
+	c := stack.Cluster{Namespace: "demo", Name: "demo"}
+	objects := append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}}, c.ClusterClassObjects()...)
 	for _, o := range objects {
 		if err := s.Client.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	fmt.Printf("%s  created cluster demo/demo: a cloud-config control plane and one worker MachineDeployment per format\n", time.Now().Format("15:04:05"))
+	if err := stack.WaitForClusterClass(ctx, s.Client, c.Namespace, c.Name); err != nil {
+		return fmt.Errorf("ClusterClass %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	var workers []stack.ClassWorkers
+	for _, f := range bootstrapv1.Formats {
+		workers = append(workers, stack.ClassWorkers{Name: string(f), Format: f, Replicas: 1})
+	}
+	if err := s.Client.Create(ctx, c.ClassCluster(controlPlaneReplicas, bootstrapv1.CloudConfig, workers...)); err != nil {
+		return fmt.Errorf("creating the Cluster: %w", err)
+	}
+	fmt.Printf("%s  created cluster demo/demo from ClusterClass demo: a KubeadmControlPlane of %d cloud-config machine(s) and one MachineDeployment per format\n",
+		time.Now().Format("15:04:05"), controlPlaneReplicas)
 
-	want := 4
+	want := int(controlPlaneReplicas) + len(workers)
 	last, lastPrint := "", time.Time{}
 	for {
 		rows, err := stack.MachineTable(ctx, s.Client, c.Namespace)
@@ -153,13 +171,30 @@ The management cluster (Cluster API objects, this provider's KubeadmConfigs):
 
   %[1]s --kubeconfig %[3]s get clusters,machines,kubeadmconfigs -A
 
-Try scaling a MachineDeployment:
+Try scaling the raw MachineDeployment through the Cluster's topology, or moving it to another format:
 
-  %[1]s --kubeconfig %[3]s -n demo scale machinedeployment demo-raw --replicas 3
+  %[1]s --kubeconfig %[3]s -n demo patch cluster demo --type json \
+    -p '[{"op":"replace","path":"/spec/topology/workers/machineDeployments/2/replicas","value":3}]'
+  %[1]s --kubeconfig %[3]s -n demo patch cluster demo --type json \
+    -p '[{"op":"replace","path":"/spec/topology/workers/machineDeployments/2/variables/overrides/0/value","value":"ignition"}]'
 
 Logs: %[4]s (manager.log, cluster-api.log, hosts/<namespace>/<machine>/).
 Ctrl-C stops everything.
 `, kubectl, workload, s.Kubeconfig, stateDir)
 	<-ctx.Done()
 	return nil
+}
+
+// replicasFromEnv reads a replica count from the environment (make passes
+// its variable of that name).
+func replicasFromEnv(name string, def int32) (int32, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q: want a replica count of at least 1", name, v)
+	}
+	return int32(n), nil
 }

@@ -128,7 +128,7 @@ func clusterAPIGates() error {
 // startClusterAPI runs Cluster API's reconcilers and webhooks and the
 // simulated provider's reconcilers in one controller-runtime manager.
 func (s *Stack) startClusterAPI(ctx context.Context) error {
-	logFile, err := s.openLog("cluster-api.log")
+	logFile, err := s.openLog(clusterAPILog)
 	if err != nil {
 		return err
 	}
@@ -223,6 +223,9 @@ func (s *Stack) startClusterAPI(ctx context.Context) error {
 		},
 		func() error {
 			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
+		},
+		func() error {
+			return (&controllers.MachinePoolReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
 		},
 		func() error {
 			return (&controllers.NetworkReconciler{Client: mgr.GetClient(), Lab: s.Lab, ClusterCache: cache}).SetupWithManager(mgr)

@@ -231,3 +231,20 @@ func UpstreamSpec(s *bootstrapv1.KubeadmConfigSpec) upstreambootstrapv1.KubeadmC
 	}
 	return u
 }
+
+// MachinePool returns a MachinePool of replicas instances, its KubeadmConfig
+// of the given format (one for the whole pool: every instance runs the same
+// data) and its SimulatedMachinePool.
+func (c Cluster) MachinePool(name string, format bootstrapv1.Format, replicas int32) []client.Object {
+	cfg := &bootstrapv1.KubeadmConfig{ObjectMeta: c.meta(name), Spec: bootstrapv1.KubeadmConfigSpec{Format: format}}
+	NodeSpec(&cfg.Spec)
+	mp := &clusterv1.MachinePool{ObjectMeta: c.meta(name), Spec: clusterv1.MachinePoolSpec{
+		ClusterName: c.Name,
+		Replicas:    ptr.To(replicas),
+		Template: clusterv1.MachineTemplateSpec{Spec: c.machineSpec(
+			ref(bootstrapv1.GroupVersion.Group, "KubeadmConfig", name),
+			ref(infrav1.GroupVersion.Group, "SimulatedMachinePool", name),
+		)},
+	}}
+	return []client.Object{cfg, &infrav1.SimulatedMachinePool{ObjectMeta: c.meta(name)}, mp}
+}

@@ -274,10 +274,16 @@ func (s *Stack) Stop() {
 	}
 }
 
-const managerLog = "manager.log"
+const (
+	managerLog    = "manager.log"
+	clusterAPILog = "cluster-api.log"
+)
 
 // ManagerLog is the path of the manager's log.
 func (s *Stack) ManagerLog() string { return filepath.Join(s.opts.StateDir, managerLog) }
+
+// ClusterAPILog is the path of Cluster API's controllers' log (JSON lines).
+func (s *Stack) ClusterAPILog() string { return filepath.Join(s.opts.StateDir, clusterAPILog) }
 
 // openLog opens a log in the state directory for appending (a restarted
 // manager keeps its earlier lines).

@@ -1,6 +1,7 @@
 // Package controllers is the simulated infrastructure provider's reconcilers:
 // SimulatedCluster gets a control-plane endpoint on the Lab's network, and
-// each SimulatedMachine becomes a host that runs its Machine's bootstrap data.
+// each SimulatedMachine becomes a host that runs its Machine's bootstrap data,
+// each SimulatedMachinePool a group of hosts that run their pool's.
 package controllers
 
 import (

@@ -21,7 +21,8 @@ import (
 // NetworkReconciler is the simulated cloud's network side for each workload
 // cluster, what a cloud's route controller does: it reads the cluster's
 // Nodes and gives every host of the cluster its pod CIDR (the bridge CNI
-// configuration) and a route to every other node's pod CIDR.
+// configuration) and a route to every other node's pod CIDR; and what its
+// node lifecycle controller does: the Node of a host that is gone is deleted.
 //
 // It also makes the one change the lab needs in what kubeadm installed:
 // kube-proxy sets the machine-wide nf_conntrack_max unless told not to, and
@@ -68,8 +69,18 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var members []member
 	for _, n := range nodes.Items {
 		h := r.Lab.Host(hostKeyOfProviderID(n.Spec.ProviderID))
+		if h == nil && strings.HasPrefix(n.Spec.ProviderID, providerIDPrefix) {
+			// The instance is gone: its Node goes too, as a cloud
+			// controller manager's node lifecycle controller does (Cluster
+			// API deletes the Nodes of Machines itself, but a MachinePool
+			// being deleted leaves its instances' Nodes to the cloud).
+			if err := workload.Delete(ctx, &n); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("deleting the Node of a gone instance: %w", err)
+			}
+			continue
+		}
 		if h == nil {
-			continue // not one of ours (or its kubelet has no provider ID)
+			continue // not one of ours (its kubelet has no provider ID)
 		}
 		m := member{host: h, cidr: n.Spec.PodCIDR}
 		for _, a := range n.Status.Addresses {

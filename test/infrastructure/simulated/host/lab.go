@@ -48,6 +48,9 @@ type Lab struct {
 	// cgroupPrefix starts the name of every host's cgroup.
 	cgroupPrefix string
 
+	// limits are the machine's limits the Lab raised, restored by Close.
+	limits []raisedLimit
+
 	mu        sync.Mutex
 	hosts     map[string]*Host
 	reserved  map[netip.Addr]string // address -> owner (host name or endpoint key)
@@ -93,6 +96,10 @@ func NewLab(opts LabOptions) (*Lab, error) {
 		balancers:    map[string]*LoadBalancer{},
 	}
 	l.hostIf = fmt.Sprintf("cabpk%d", subnet.Addr().As4()[2])
+	if l.limits, err = raiseLimits(); err != nil {
+		restoreLimits(l.limits)
+		return nil, err
+	}
 	// The LAN namespace is held by a sleeping process that dies with us; the
 	// kernel then removes the bridge and every veth end with it.
 	l.lan = exec.Command("sleep", "infinity")
@@ -168,6 +175,7 @@ func (l *Lab) Close() {
 	}
 	// The host end normally goes with its peer; make sure.
 	_ = exec.Command("ip", "link", "del", l.hostIf).Run()
+	restoreLimits(l.limits)
 }
 
 // ReserveAddress returns the address reserved for key (e.g. a cluster's

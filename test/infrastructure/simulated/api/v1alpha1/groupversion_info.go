@@ -21,6 +21,8 @@ var (
 			&SimulatedCluster{}, &SimulatedClusterList{},
 			&SimulatedMachine{}, &SimulatedMachineList{},
 			&SimulatedMachineTemplate{}, &SimulatedMachineTemplateList{},
+			&SimulatedClusterTemplate{}, &SimulatedClusterTemplateList{},
+			&SimulatedMachinePool{}, &SimulatedMachinePoolList{},
 		)
 		metav1.AddToGroupVersion(scheme, GroupVersion)
 		return nil

@@ -159,3 +159,114 @@ type SimulatedMachineTemplateList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SimulatedMachineTemplate `json:"items"`
 }
+
+// SimulatedClusterTemplateResource is the template's content.
+type SimulatedClusterTemplateResource struct {
+	// +optional
+	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty,omitzero"`
+	Spec       SimulatedClusterSpec `json:"spec"`
+}
+
+// SimulatedClusterTemplateSpec follows Cluster API's InfraClusterTemplate contract.
+type SimulatedClusterTemplateSpec struct {
+	Template SimulatedClusterTemplateResource `json:"template"`
+}
+
+// SimulatedClusterTemplate is what a ClusterClass's topology clones a
+// cluster's SimulatedCluster from.
+// +kubebuilder:object:root=true
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+type SimulatedClusterTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec SimulatedClusterTemplateSpec `json:"spec,omitempty"`
+}
+
+// SimulatedClusterTemplateList is a list of SimulatedClusterTemplate.
+// +kubebuilder:object:root=true
+type SimulatedClusterTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SimulatedClusterTemplate `json:"items"`
+}
+
+// MachinePoolFinalizer lets the controller stop a pool's hosts before it goes.
+const MachinePoolFinalizer = "simulatedmachinepool.infrastructure.simulated.cabpk-formats.io"
+
+// SimulatedMachinePoolSpec follows Cluster API's InfraMachinePool contract.
+type SimulatedMachinePoolSpec struct {
+	// providerIDList is set by the controller: the provider IDs of the
+	// pool's instances, oldest first.
+	// +optional
+	ProviderIDList []string `json:"providerIDList,omitempty"`
+}
+
+// SimulatedInstance is one host of a pool.
+type SimulatedInstance struct {
+	// name is the instance's host name (and its node's name).
+	Name string `json:"name"`
+
+	// hostPhase is how far the host got in running its bootstrap data.
+	// +optional
+	HostPhase HostPhase `json:"hostPhase,omitempty"`
+
+	// hostMessage says what the host is doing or why it failed.
+	// +optional
+	HostMessage string `json:"hostMessage,omitempty"`
+
+	// consumer is the program that ran the bootstrap data on the host.
+	// +optional
+	Consumer string `json:"consumer,omitempty"`
+
+	// dataSecretVersion is the resourceVersion of the pool's bootstrap data
+	// secret the instance booted with (a rotated token changes it).
+	// +optional
+	DataSecretVersion string `json:"dataSecretVersion,omitempty"`
+}
+
+// SimulatedMachinePoolStatus follows Cluster API's InfraMachinePool contract.
+type SimulatedMachinePoolStatus struct {
+	// +optional
+	Initialization Initialization `json:"initialization,omitempty,omitzero"`
+
+	// ready mirrors initialization.provisioned: Cluster API v1.14's
+	// MachinePool controller still reads the infrastructure's readiness
+	// from status.ready.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+
+	// replicas is the number of instances.
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// instances are the pool's hosts, oldest first.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Instances []SimulatedInstance `json:"instances,omitempty"`
+}
+
+// SimulatedMachinePool is a group of simulated hosts that share one
+// bootstrap data secret, as a cloud's scaling group shares a launch
+// template's user data.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=".status.replicas"
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=".status.initialization.provisioned"
+type SimulatedMachinePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SimulatedMachinePoolSpec   `json:"spec,omitempty"`
+	Status SimulatedMachinePoolStatus `json:"status,omitempty"`
+}
+
+// SimulatedMachinePoolList is a list of SimulatedMachinePool.
+// +kubebuilder:object:root=true
+type SimulatedMachinePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SimulatedMachinePool `json:"items"`
+}

@@ -1,0 +1,199 @@
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+)
+
+// The ClusterClass's variables: the format of the control plane's machines
+// and of workers (a MachineDeployment overrides workerFormat for itself).
+const (
+	ControlPlaneFormatVariable = "controlPlaneFormat"
+	WorkerFormatVariable       = "workerFormat"
+)
+
+// WorkerClass is the ClusterClass's one MachineDeployment class.
+const WorkerClass = "worker"
+
+// FormatPatchFile is the file the ClusterClass's format-specific patches
+// have machines write by their format's own means: cloud-config workers by
+// a cloud-init command, Ignition workers by Butane's storage.files, Ignition
+// control planes by a Container Linux Config's. Its content is the format
+// that wrote it; raw machines, and cloud-config control planes, have none.
+const FormatPatchFile = "/etc/cabpk-e2e/format-patch"
+
+// ClusterClassObjects returns a ClusterClass named after the cluster and its
+// templates, the way quick-start templates are built: a
+// KubeadmControlPlaneTemplate, this provider's KubeadmConfigTemplate for
+// workers, the simulated cloud's templates, and two variables choosing the
+// formats. The patches do what each format needs and nothing else:
+//   - controlPlaneFormat (cloud-config or ignition) sets KCP's own
+//     kubeadmConfigSpec.format, and Ignition extras in its
+//     containerLinuxConfig. Raw control planes are chosen by the format
+//     annotation in the Cluster's topology (see ClassCluster): Cluster API
+//     keeps KCP's machine template metadata out of the patches' reach.
+//   - workerFormat sets spec.format of the workers' KubeadmConfigTemplate,
+//     Ignition extras in spec.ignition.butane and cloud-config extras in
+//     preKubeadmCommands (raw takes neither).
+func (c Cluster) ClusterClassObjects() []client.Object {
+	name := c.Name
+	cpSpec := &bootstrapv1.KubeadmConfigSpec{}
+	NodeSpec(cpSpec)
+	kcpTemplate := &controlplanev1.KubeadmControlPlaneTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name + "-control-plane"},
+		Spec: controlplanev1.KubeadmControlPlaneTemplateSpec{Template: controlplanev1.KubeadmControlPlaneTemplateResource{
+			Spec: controlplanev1.KubeadmControlPlaneTemplateResourceSpec{KubeadmConfigSpec: UpstreamSpec(cpSpec)},
+		}},
+	}
+	workerTemplate := c.KubeadmConfigTemplate(name+"-worker", bootstrapv1.CloudConfig)
+	workerTemplate.Labels = nil
+	classRef := func(gv, kind string, o client.Object) clusterv1.ClusterClassTemplateReference {
+		return clusterv1.ClusterClassTemplateReference{APIVersion: gv, Kind: kind, Name: o.GetName()}
+	}
+	infraCluster := &infrav1.SimulatedClusterTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}
+	cpMachines := &infrav1.SimulatedMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name + "-control-plane"}}
+	workerMachines := &infrav1.SimulatedMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name + "-worker"}}
+	infraGV := infrav1.GroupVersion.String()
+
+	controlPlane := clusterv1.PatchSelector{APIVersion: controlplanev1.GroupVersion.String(), Kind: "KubeadmControlPlaneTemplate",
+		MatchResources: clusterv1.PatchSelectorMatch{ControlPlane: ptr.To(true)}}
+	workers := clusterv1.PatchSelector{APIVersion: bootstrapv1.GroupVersion.String(), Kind: "KubeadmConfigTemplate",
+		MatchResources: clusterv1.PatchSelectorMatch{MachineDeploymentClass: &clusterv1.PatchSelectorMatchMachineDeploymentClass{Names: []string{WorkerClass}}}}
+	when := func(variable string, format bootstrapv1.Format) string {
+		return fmt.Sprintf("{{ eq .%s %q }}", variable, format)
+	}
+	patch := func(name, enabledIf string, selector clusterv1.PatchSelector, patches ...clusterv1.JSONPatch) clusterv1.ClusterClassPatch {
+		return clusterv1.ClusterClassPatch{Name: name, EnabledIf: enabledIf,
+			Definitions: []clusterv1.PatchDefinition{{Selector: selector, JSONPatches: patches}}}
+	}
+	fromVariable := func(path, variable string) clusterv1.JSONPatch {
+		return clusterv1.JSONPatch{Op: "add", Path: path, ValueFrom: &clusterv1.JSONPatchValue{Variable: variable}}
+	}
+	add := func(path string, value any) clusterv1.JSONPatch {
+		return clusterv1.JSONPatch{Op: "add", Path: path, Value: JSONValue(value)}
+	}
+	writeFormatCommand := []string{fmt.Sprintf("mkdir -p /etc/cabpk-e2e && echo %s > %s", bootstrapv1.CloudConfig, FormatPatchFile)}
+	// Butane's variant and version may be left out: the provider's own are assumed.
+	butane := fmt.Sprintf("storage:\n  files:\n  - path: %s\n    mode: 0644\n    contents:\n      inline: %s\n", FormatPatchFile, bootstrapv1.Ignition)
+	containerLinuxConfig := fmt.Sprintf("storage:\n  files:\n  - path: %s\n    filesystem: root\n    mode: 0644\n    contents:\n      inline: %s\n", FormatPatchFile, bootstrapv1.Ignition)
+
+	class := &clusterv1.ClusterClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name},
+		Spec: clusterv1.ClusterClassSpec{
+			Infrastructure: clusterv1.InfrastructureClass{TemplateRef: classRef(infraGV, "SimulatedClusterTemplate", infraCluster)},
+			ControlPlane: clusterv1.ControlPlaneClass{
+				TemplateRef:           classRef(controlplanev1.GroupVersion.String(), "KubeadmControlPlaneTemplate", kcpTemplate),
+				MachineInfrastructure: clusterv1.ControlPlaneClassMachineInfrastructureTemplate{TemplateRef: classRef(infraGV, "SimulatedMachineTemplate", cpMachines)},
+			},
+			Workers: clusterv1.WorkersClass{MachineDeployments: []clusterv1.MachineDeploymentClass{{
+				Class:          WorkerClass,
+				Bootstrap:      clusterv1.MachineDeploymentClassBootstrapTemplate{TemplateRef: classRef(bootstrapv1.GroupVersion.String(), "KubeadmConfigTemplate", workerTemplate)},
+				Infrastructure: clusterv1.MachineDeploymentClassInfrastructureTemplate{TemplateRef: classRef(infraGV, "SimulatedMachineTemplate", workerMachines)},
+			}}},
+			Variables: []clusterv1.ClusterClassVariable{
+				formatVariable(ControlPlaneFormatVariable, bootstrapv1.CloudConfig, bootstrapv1.Ignition),
+				formatVariable(WorkerFormatVariable, bootstrapv1.Formats...),
+			},
+			Patches: []clusterv1.ClusterClassPatch{
+				patch("control-plane-ignition", when(ControlPlaneFormatVariable, bootstrapv1.Ignition), controlPlane,
+					add("/spec/template/spec/kubeadmConfigSpec/format", bootstrapv1.Ignition),
+					add("/spec/template/spec/kubeadmConfigSpec/ignition", map[string]any{"containerLinuxConfig": map[string]any{"additionalConfig": containerLinuxConfig}})),
+				patch("worker-format", "", workers, fromVariable("/spec/template/spec/format", WorkerFormatVariable)),
+				patch("worker-cloud-config", when(WorkerFormatVariable, bootstrapv1.CloudConfig), workers,
+					add("/spec/template/spec/preKubeadmCommands", writeFormatCommand)),
+				patch("worker-ignition", when(WorkerFormatVariable, bootstrapv1.Ignition), workers,
+					add("/spec/template/spec/ignition", map[string]any{"butane": map[string]any{"additionalConfig": butane}})),
+			},
+		},
+	}
+	return []client.Object{infraCluster, cpMachines, workerMachines, kcpTemplate, workerTemplate, class}
+}
+
+// formatVariable is a variable that takes one of formats, cloud-config when
+// not given.
+func formatVariable(name string, formats ...bootstrapv1.Format) clusterv1.ClusterClassVariable {
+	var enum []apiextensionsv1.JSON
+	for _, f := range formats {
+		enum = append(enum, *JSONValue(f))
+	}
+	return clusterv1.ClusterClassVariable{Name: name, Required: ptr.To(false), Schema: clusterv1.VariableSchema{
+		OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string", Enum: enum, Default: JSONValue(bootstrapv1.CloudConfig)},
+	}}
+}
+
+// ClassWorkers is one MachineDeployment of a ClusterClass cluster's topology.
+type ClassWorkers struct {
+	Name     string
+	Format   bootstrapv1.Format
+	Replicas int32
+}
+
+// ClassCluster returns a Cluster of the ClusterClass ClusterClassObjects
+// makes: a control plane of controlPlaneReplicas machines of
+// controlPlaneFormat, and the given MachineDeployments. A raw control plane
+// is asked for by the format annotation in the topology's control-plane
+// metadata (which Cluster API puts on KCP's machine template, and which no
+// ClusterClass patch may change); cloud-config and Ignition by the
+// controlPlaneFormat variable (KCP's own field).
+func (c Cluster) ClassCluster(controlPlaneReplicas int32, controlPlaneFormat bootstrapv1.Format, mds ...ClassWorkers) *clusterv1.Cluster {
+	var topologyMDs []clusterv1.MachineDeploymentTopology
+	for _, md := range mds {
+		topologyMDs = append(topologyMDs, clusterv1.MachineDeploymentTopology{
+			Class: WorkerClass, Name: md.Name, Replicas: ptr.To(md.Replicas),
+			Variables: clusterv1.MachineDeploymentVariables{Overrides: []clusterv1.ClusterVariable{{Name: WorkerFormatVariable, Value: *JSONValue(md.Format)}}},
+		})
+	}
+	cluster := &clusterv1.Cluster{ObjectMeta: c.meta(c.Name), Spec: clusterv1.ClusterSpec{
+		ClusterNetwork: clusterv1.ClusterNetwork{Pods: clusterv1.NetworkRanges{CIDRBlocks: []string{PodCIDR}}},
+		Topology: clusterv1.Topology{
+			ClassRef:     clusterv1.ClusterClassRef{Name: c.Name},
+			Version:      KubernetesVersion,
+			ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To(controlPlaneReplicas)},
+			Workers:      clusterv1.WorkersTopology{MachineDeployments: topologyMDs},
+		},
+	}}
+	if controlPlaneFormat == bootstrapv1.Raw {
+		cluster.Spec.Topology.ControlPlane.Metadata.Annotations = map[string]string{bootstrapv1.FormatAnnotation: string(bootstrapv1.Raw)}
+	} else {
+		cluster.Spec.Topology.Variables = []clusterv1.ClusterVariable{{Name: ControlPlaneFormatVariable, Value: *JSONValue(controlPlaneFormat)}}
+	}
+	return cluster
+}
+
+// JSONValue is v as a variable's or a patch's JSON value.
+func JSONValue(v any) *apiextensionsv1.JSON {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return &apiextensionsv1.JSON{Raw: b}
+}
+
+// WaitForClusterClass waits until Cluster API reconciled a ClusterClass (its
+// variables are known): Cluster API's admission checks a Cluster's
+// variables against them, and defers the check while they are not.
+func WaitForClusterClass(ctx context.Context, c client.Client, namespace, name string) error {
+	class := &clusterv1.ClusterClass{}
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, class); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return class.Status.ObservedGeneration == class.Generation &&
+			conditions.IsTrue(class, clusterv1.ClusterClassVariablesReadyCondition), nil
+	})
+}

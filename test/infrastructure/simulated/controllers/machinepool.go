@@ -1,0 +1,171 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
+)
+
+// MachinePoolReconciler reconciles SimulatedMachinePools: a pool keeps as
+// many hosts as its MachinePool wants replicas, each booted with the pool's
+// bootstrap data as it is when the host starts (a rotated token reaches only
+// later instances, as with a cloud's scaling group and its launch template).
+// Scaling down removes the oldest instances first.
+type MachinePoolReconciler struct {
+	Client client.Client
+	Lab    *host.Lab
+}
+
+// SetupWithManager registers the reconciler; MachinePools wake their pool.
+func (r *MachinePoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.SimulatedMachinePool{}).
+		Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			mp, ok := o.(*clusterv1.MachinePool)
+			if !ok {
+				return nil
+			}
+			ref := mp.Spec.Template.Spec.InfrastructureRef
+			if ref.Kind != "SimulatedMachinePool" || ref.APIGroup != infrav1.GroupVersion.Group {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: mp.Namespace, Name: ref.Name}}}
+		})).
+		Named("simulatedmachinepool").
+		Complete(r)
+}
+
+func instanceKey(pool *infrav1.SimulatedMachinePool, instance string) string {
+	return pool.Namespace + "/" + instance
+}
+
+// Reconcile scales the pool's hosts to the MachinePool's replicas and
+// reports each instance's progress.
+func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pool := &infrav1.SimulatedMachinePool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !pool.DeletionTimestamp.IsZero() {
+		for _, in := range pool.Status.Instances {
+			if h := r.Lab.Host(instanceKey(pool, in.Name)); h != nil {
+				h.Stop()
+			}
+		}
+		return ctrl.Result{}, removeFinalizer(ctx, r.Client, pool, infrav1.MachinePoolFinalizer)
+	}
+	mp, err := util.GetOwnerMachinePool(ctx, r.Client, pool.ObjectMeta)
+	if err != nil || mp == nil {
+		return ctrl.Result{}, err
+	}
+	if controllerutil.AddFinalizer(pool, infrav1.MachinePoolFinalizer) {
+		if err := r.Client.Update(ctx, pool); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
+		return ctrl.Result{}, nil // the MachinePool's update wakes us
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: *mp.Spec.Template.Spec.Bootstrap.DataSecretName}, secret); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// Record the instances before starting them, so that no host runs
+	// that the pool does not list.
+	want := int(ptr.Deref(mp.Spec.Replicas, 1))
+	instances := slices.Clone(pool.Status.Instances)
+	var retired []infrav1.SimulatedInstance
+	if len(instances) > want {
+		retired, instances = instances[:len(instances)-want], instances[len(instances)-want:]
+	}
+	for len(instances) < want {
+		instances = append(instances, infrav1.SimulatedInstance{Name: pool.Name + "-" + utilrand.String(5), HostPhase: infrav1.HostPending})
+	}
+	if !slices.Equal(instances, pool.Status.Instances) {
+		pool.Status.Instances = instances
+		if err := r.updateStatus(ctx, pool); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	for _, in := range retired {
+		if h := r.Lab.Host(instanceKey(pool, in.Name)); h != nil {
+			h.Stop()
+		}
+	}
+
+	settled := true
+	for i := range pool.Status.Instances {
+		in := &pool.Status.Instances[i]
+		h := r.Lab.Host(instanceKey(pool, in.Name))
+		switch {
+		case h == nil && in.HostPhase == infrav1.HostPending:
+			if h, err = r.Lab.StartHost(host.HostSpec{
+				Name:       instanceKey(pool, in.Name),
+				Hostname:   in.Name,
+				InstanceID: InstanceID(pool.Namespace, in.Name),
+				Data:       secret.Data,
+			}); err != nil {
+				return ctrl.Result{}, fmt.Errorf("booting instance %s: %w", in.Name, err)
+			}
+			in.DataSecretVersion = secret.ResourceVersion
+		case h == nil:
+			in.HostPhase, in.HostMessage = infrav1.HostFailed, "the host is gone"
+			continue
+		}
+		st := h.Status()
+		in.HostPhase, in.HostMessage = st.Phase, st.Message
+		if st.Consumer != "" {
+			in.Consumer = st.Consumer
+		}
+		settled = settled && (st.Phase == infrav1.HostBootstrapped || st.Phase == infrav1.HostFailed)
+	}
+
+	var ids []string
+	for _, in := range pool.Status.Instances {
+		ids = append(ids, ProviderID(pool.Namespace, in.Name))
+	}
+	if !slices.Equal(ids, pool.Spec.ProviderIDList) {
+		status := pool.Status.DeepCopy()
+		pool.Spec.ProviderIDList = ids
+		if err := r.Client.Update(ctx, pool); err != nil {
+			return ctrl.Result{}, err
+		}
+		pool.Status = *status // the update's answer carries the stored status
+	}
+	pool.Status.Replicas = ptr.To(int32(len(pool.Status.Instances)))
+	pool.Status.Initialization.Provisioned = ptr.To(true)
+	pool.Status.Ready = true
+	if err := r.updateStatus(ctx, pool); err != nil {
+		return ctrl.Result{}, err
+	}
+	if settled {
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+}
+
+func (r *MachinePoolReconciler) updateStatus(ctx context.Context, pool *infrav1.SimulatedMachinePool) error {
+	err := r.Client.Status().Update(ctx, pool)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("the pool changed meanwhile: %w", err) // retried with the fresh object
+	}
+	return err
+}

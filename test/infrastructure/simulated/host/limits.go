@@ -1,0 +1,63 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// inotifyLimits are the machine-wide limits every host's kubelet, containerd
+// and pods draw from: inotify instances and watches belong to the user (root
+// for every host), not to a namespace. The kernel's default of 128
+// instances runs out at about fifteen nodes (the kubelet's cAdvisor then
+// fails with "inotify_init: too many open files"); these are the values
+// kind recommends for many nodes on one machine.
+var inotifyLimits = map[string]int{
+	"/proc/sys/fs/inotify/max_user_instances": 8192,
+	"/proc/sys/fs/inotify/max_user_watches":   524288,
+}
+
+// raisedLimit is a limit the Lab raised, and what it was.
+type raisedLimit struct {
+	path          string
+	before, after int
+}
+
+// raiseLimits raises each limit below what the hosts need and returns what
+// it changed, for restoreLimits.
+func raiseLimits() ([]raisedLimit, error) {
+	var raised []raisedLimit
+	for path, want := range inotifyLimits {
+		current, err := readLimit(path)
+		if err != nil {
+			return raised, err
+		}
+		if current >= want {
+			continue
+		}
+		if err := os.WriteFile(path, []byte(strconv.Itoa(want)), 0o644); err != nil {
+			return raised, fmt.Errorf("raising %s to %d: %w", path, want, err)
+		}
+		raised = append(raised, raisedLimit{path: path, before: current, after: want})
+	}
+	return raised, nil
+}
+
+// restoreLimits puts back what raiseLimits changed, where nothing else
+// changed it since.
+func restoreLimits(raised []raisedLimit) {
+	for _, r := range raised {
+		if current, err := readLimit(r.path); err == nil && current == r.after {
+			_ = os.WriteFile(r.path, []byte(strconv.Itoa(r.before)), 0o644)
+		}
+	}
+}
+
+func readLimit(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
