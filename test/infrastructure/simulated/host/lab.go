@@ -75,6 +75,9 @@ type LabOptions struct {
 
 // NewLab creates the network. Close removes it.
 func NewLab(opts LabOptions) (*Lab, error) {
+	if err := checkFreeDisk(opts.StateDir); err != nil {
+		return nil, err
+	}
 	subnet, err := freeSubnet()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // inotifyLimits are the machine-wide limits every host's kubelet, containerd
@@ -60,4 +61,26 @@ func readLimit(path string) (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// minFreeDisk is the share of the state directory's file system that must be
+// free when a Lab starts. Every host's containerd root and overlay layers
+// live there, and each kubelet measures that file system as its own: below
+// 10% free (the kubelet's default eviction threshold) the kubelets evict
+// pods (CoreDNS first), and a run writes a few GiB.
+const minFreeDisk = 0.15
+
+// checkFreeDisk refuses to start on a file system the kubelets would find
+// under pressure, with the figures, rather than letting pods vanish later.
+func checkFreeDisk(dir string) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("free space of %s: %w", dir, err)
+	}
+	free := float64(st.Bavail) / float64(st.Blocks)
+	if free < minFreeDisk {
+		return fmt.Errorf("%s: %.0f%% of its file system is free (%d GiB); the hosts' kubelets share it and evict pods below 10%%, so at least %.0f%% must be free to start",
+			dir, free*100, st.Bavail*uint64(st.Bsize)>>30, minFreeDisk*100)
+	}
+	return nil
 }
