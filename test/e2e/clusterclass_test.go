@@ -94,17 +94,22 @@ func newClassCluster(t *testing.T, name string, controlPlaneReplicas int32, cont
 	return w
 }
 
-// classFormats returns the formats each machine's data secret says it
-// rendered, by the topology's MachineDeployment name ("" for the control
-// plane).
-func (w *workloadCluster) classFormats() map[string][]bootstrapv1.Format {
+// renderedMachine is a Machine and the format its data secret says it was
+// rendered in.
+type renderedMachine struct {
+	clusterv1.Machine
+	format bootstrapv1.Format
+}
+
+// renderedMachines returns the namespace's Machines whose data secret exists,
+// with its format, and how many Machines there are in all.
+func (w *workloadCluster) renderedMachines() (rendered []renderedMachine, all int) {
 	w.t.Helper()
 	ctx := context.Background()
 	var machines clusterv1.MachineList
 	if err := w.c.List(ctx, &machines, client.InNamespace(w.Namespace)); err != nil {
 		w.t.Fatal(err)
 	}
-	out := map[string][]bootstrapv1.Format{}
 	for _, m := range machines.Items {
 		if m.Spec.Bootstrap.DataSecretName == nil {
 			continue
@@ -113,10 +118,29 @@ func (w *workloadCluster) classFormats() map[string][]bootstrapv1.Format {
 		if err := w.c.Get(ctx, objectKey(w.Namespace, *m.Spec.Bootstrap.DataSecretName), s); err != nil {
 			continue
 		}
+		rendered = append(rendered, renderedMachine{Machine: m, format: bootstrapv1.Format(s.Data["format"])})
+	}
+	return rendered, len(machines.Items)
+}
+
+// byMachineDeployment groups rendered machines' formats by the topology's
+// MachineDeployment name ("" for the control plane).
+func byMachineDeployment(rendered []renderedMachine) map[string][]bootstrapv1.Format {
+	out := map[string][]bootstrapv1.Format{}
+	for _, m := range rendered {
 		md := m.Labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel]
-		out[md] = append(out[md], bootstrapv1.Format(s.Data["format"]))
+		out[md] = append(out[md], m.format)
 	}
 	return out
+}
+
+// classFormats returns the formats each machine's data secret says it
+// rendered, by the topology's MachineDeployment name ("" for the control
+// plane).
+func (w *workloadCluster) classFormats() map[string][]bootstrapv1.Format {
+	w.t.Helper()
+	rendered, _ := w.renderedMachines()
+	return byMachineDeployment(rendered)
 }
 
 // expectClassFormats checks, for each machine, the format its data was
@@ -126,31 +150,25 @@ func (w *workloadCluster) classFormats() map[string][]bootstrapv1.Format {
 // machines (the raw format has no means, and the patch is not applied).
 func (w *workloadCluster) expectClassFormats(want map[string]bootstrapv1.Format) {
 	w.t.Helper()
-	ctx := context.Background()
-	var machines clusterv1.MachineList
-	if err := w.c.List(ctx, &machines, client.InNamespace(w.Namespace)); err != nil {
-		w.t.Fatal(err)
+	rendered, all := w.renderedMachines()
+	if len(rendered) != all {
+		w.t.Fatalf("%d of %d machines have their data secret", len(rendered), all)
 	}
-	for _, m := range machines.Items {
+	for _, m := range rendered {
 		md := m.Labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel]
-		s := &corev1.Secret{}
-		if err := w.c.Get(ctx, objectKey(w.Namespace, *m.Spec.Bootstrap.DataSecretName), s); err != nil {
-			w.t.Fatal(err)
-		}
-		format := bootstrapv1.Format(s.Data["format"])
-		if format != want[md] {
-			w.t.Errorf("machine %s (%q): rendered %s, want %s", m.Name, md, format, want[md])
+		if m.format != want[md] {
+			w.t.Errorf("machine %s (%q): rendered %s, want %s", m.Name, md, m.format, want[md])
 		}
 		written := strings.TrimSpace(w.onHost(m.Name, "sh", "-c", "cat "+stack.FormatPatchFile+" 2>/dev/null || echo none"))
 		wantWritten := "none"
-		if format == bootstrapv1.Ignition || (format == bootstrapv1.CloudConfig && md != "") {
-			wantWritten = string(format)
+		if m.format == bootstrapv1.Ignition || (m.format == bootstrapv1.CloudConfig && md != "") {
+			wantWritten = string(m.format)
 		}
 		if written != wantWritten {
-			w.t.Errorf("machine %s (%s): %s holds %q, want %q", m.Name, format, stack.FormatPatchFile, written, wantWritten)
+			w.t.Errorf("machine %s (%s): %s holds %q, want %q", m.Name, m.format, stack.FormatPatchFile, written, wantWritten)
 		}
 	}
-	w.t.Logf("formats by MachineDeployment (\"\": control plane): %v", w.classFormats())
+	w.t.Logf("formats by MachineDeployment (\"\": control plane): %v", byMachineDeployment(rendered))
 }
 
 // changeTopology updates the Cluster's topology.

@@ -18,6 +18,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
 )
 
 // consumers is the program that runs each format's data on a host.
@@ -98,6 +99,7 @@ func (w *workloadCluster) waitForPools(pools map[string]bootstrapv1.Format, want
 	w.waitFor(timeout, fmt.Sprintf("every MachinePool at %d ready instances", want), func() bool {
 		var table strings.Builder
 		problems = nil
+		providerIDs := map[string][]string{}
 		names := make([]string, 0, len(pools))
 		for name := range pools {
 			names = append(names, name)
@@ -109,6 +111,7 @@ func (w *workloadCluster) waitForPools(pools map[string]bootstrapv1.Format, want
 				w.t.Fatal(err)
 			}
 			smp := w.simulatedPool(name)
+			providerIDs[name] = smp.Spec.ProviderIDList
 			fmt.Fprintf(&table, "  %-28s %-13s replicas %d ready %d nodes %d:", name, pools[name],
 				ptr.Deref(mp.Status.Replicas, 0), ptr.Deref(mp.Status.ReadyReplicas, 0), len(mp.Status.NodeRefs))
 			for _, in := range smp.Status.Instances {
@@ -130,13 +133,13 @@ func (w *workloadCluster) waitForPools(pools map[string]bootstrapv1.Format, want
 			w.t.Logf("%s pools:\n%s", w.Name, table.String())
 			last = table.String()
 		}
-		return len(problems) == 0 && w.poolNodesMatch(pools)
+		return len(problems) == 0 && w.poolNodesMatch(providerIDs)
 	}, func() string { return strings.Join(problems, "\n") })
 }
 
 // poolNodesMatch reports whether the workload cluster's Nodes of each pool
-// are exactly its instances.
-func (w *workloadCluster) poolNodesMatch(pools map[string]bootstrapv1.Format) bool {
+// are exactly its instances (the pools' provider ID lists, by pool name).
+func (w *workloadCluster) poolNodesMatch(providerIDs map[string][]string) bool {
 	w.t.Helper()
 	nodes, err := w.workloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -146,14 +149,13 @@ func (w *workloadCluster) poolNodesMatch(pools map[string]bootstrapv1.Format) bo
 	for _, n := range nodes.Items {
 		byProviderID[n.Spec.ProviderID] = true
 	}
-	for name := range pools {
-		ids := w.simulatedPool(name).Spec.ProviderIDList
+	for name, ids := range providerIDs {
 		for _, id := range ids {
 			if !byProviderID[id] {
 				return false
 			}
 		}
-		prefix := fmt.Sprintf("simulated://%s.%s-", w.Namespace, name)
+		prefix := controllers.ProviderID(w.Namespace, name+"-")
 		count := 0
 		for id := range byProviderID {
 			if strings.HasPrefix(id, prefix) {
@@ -218,7 +220,7 @@ func (w *workloadCluster) deleteMachinePools() {
 	if err := w.c.DeleteAllOf(ctx, &clusterv1.MachinePool{}, client.InNamespace(w.Namespace)); err != nil {
 		w.t.Fatal(err)
 	}
-	prefix := fmt.Sprintf("simulated://%s.%s-pool-", w.Namespace, w.Name)
+	prefix := controllers.ProviderID(w.Namespace, w.Name+"-pool-")
 	w.waitFor(3*time.Minute, "the MachinePools, their instances and Nodes gone", func() bool {
 		var pools infrav1.SimulatedMachinePoolList
 		if err := w.c.List(ctx, &pools, client.InNamespace(w.Namespace)); err != nil || len(pools.Items) > 0 {
