@@ -9,11 +9,14 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
@@ -70,33 +73,59 @@ func validateConfig(c *bootstrapv1.KubeadmConfig, gates featuregate.FeatureGate)
 }
 
 // ValidateUpdate validates a changed KubeadmConfig. Like upstream, the spec
-// may change (changes do not reach an existing data secret); what may not
-// change once the data secret exists is spec.format, because the secret's
-// format key and every consumer of it would disagree with the spec.
+// may change. A Machine's config renders once: changes do not reach its
+// existing data secret, and spec.format may not change then, because the
+// secret's format key and every consumer of it would disagree with the spec.
+// A MachinePool's config is rendered again when its spec changes (a
+// ClusterClass topology change patches it in place), so there the format may
+// change too, and the annotations still count.
 //
-// Once the data secret exists the annotations choose nothing any more (the
-// secret keeps the format it was rendered in), so the spec is checked as it
-// is, without them: KubeadmControlPlane writes its machine template's new
+// Once a Machine's data secret exists the annotations choose nothing any more
+// (the secret keeps the format it was rendered in), so the spec is checked as
+// it is, without them: KubeadmControlPlane writes its machine template's new
 // annotations in place onto configs it made long ago (a control plane moved
 // to another format while its old machines await their rollout), and
 // refusing that would stop KCP for a change without effect.
 func (w *KubeadmConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
 	errs, warnings := validateConfig(newC, w.Gates)
-	if dataSecretExists(oldC) {
-		errs, warnings = fieldrules.ValidateWithWarnings(&newC.Spec, w.Gates, field.NewPath("spec"))
+	if !dataSecretExists(oldC) {
+		return warnings, invalid("KubeadmConfig", newC.Name, errs)
+	}
+	annotations := field.NewPath("metadata", "annotations")
+	changed := func(a string) bool { return oldC.Annotations[a] != newC.Annotations[a] }
+	if ownedByMachinePool(oldC) {
 		for _, a := range []string{bootstrapv1.FormatAnnotation, bootstrapv1.IgnitionButaneAnnotation} {
-			if oldC.Annotations[a] != newC.Annotations[a] {
-				warnings = append(warnings, fmt.Sprintf("%s: changes nothing: the bootstrap data secret %q already exists",
-					field.NewPath("metadata", "annotations").Key(a), oldC.Status.DataSecretName))
+			if changed(a) {
+				warnings = append(warnings, fmt.Sprintf("%s: reaches the MachinePool's data secret %q when it is next rendered (a change of spec, or a token rotation)",
+					annotations.Key(a), oldC.Status.DataSecretName))
 			}
 		}
+		return warnings, invalid("KubeadmConfig", newC.Name, errs)
 	}
-	if dataSecretExists(oldC) && oldC.Spec.EffectiveFormat() != newC.Spec.EffectiveFormat() {
+	errs, warnings = fieldrules.ValidateWithWarnings(&newC.Spec, w.Gates, field.NewPath("spec"))
+	for _, a := range []string{bootstrapv1.FormatAnnotation, bootstrapv1.IgnitionButaneAnnotation} {
+		if changed(a) {
+			warnings = append(warnings, fmt.Sprintf("%s: changes nothing: the bootstrap data secret %q already exists",
+				annotations.Key(a), oldC.Status.DataSecretName))
+		}
+	}
+	if oldC.Spec.EffectiveFormat() != newC.Spec.EffectiveFormat() {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "format"), fmt.Sprintf(
 			"cannot change from %q to %q: the bootstrap data secret %q already exists in format %q",
 			oldC.Spec.EffectiveFormat(), newC.Spec.EffectiveFormat(), oldC.Status.DataSecretName, oldC.Spec.EffectiveFormat())))
 	}
 	return warnings, invalid("KubeadmConfig", newC.Name, errs)
+}
+
+// ownedByMachinePool reports whether a MachinePool owns the config (Cluster
+// API's MachinePool controller adds the reference to its bootstrap config).
+func ownedByMachinePool(c *bootstrapv1.KubeadmConfig) bool {
+	for _, ref := range c.OwnerReferences {
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && ref.Kind == "MachinePool" && gv.Group == clusterv1.GroupVersion.Group {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidateDelete allows every deletion.

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	upstreamadmission "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks/admission"
 	upstreamfeature "sigs.k8s.io/cluster-api/feature"
 
@@ -239,6 +240,29 @@ func TestUpdates(t *testing.T) {
 	c.Spec.Files = []upstreambootstrapv1.File{{Path: "/x", Content: "x"}}
 	if got := causes(t, env.Client.Update(ctx, c)); !cmp.Equal(got, []string{"spec.files[0].path"}) {
 		t.Fatalf("invalid update: %v", got)
+	}
+
+	// A MachinePool's config is rendered again when it changes (ClusterClass
+	// patches it in place): its format may change after the data secret,
+	// and what it changes to is validated with its annotations.
+	p := config(bootstrapv1.Raw)
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: "pool", UID: "1"}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.DataSecretName = p.Name
+	p.Status.Initialization.DataSecretCreated = ptr.To(true)
+	if err := env.Client.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Format = bootstrapv1.Ignition
+	if err := env.Client.Update(ctx, p); err != nil {
+		t.Fatalf("a MachinePool's config changing format after its data secret: %v", err)
+	}
+	p.Annotations = map[string]string{bootstrapv1.FormatAnnotation: string(bootstrapv1.Raw)}
+	err = env.Client.Update(ctx, p)
+	if got := causes(t, err); len(got) != 1 || !strings.Contains(got[0], bootstrapv1.FormatAnnotation) || !strings.Contains(err.Error(), "contradicts") {
+		t.Fatalf("a MachinePool's config contradicting its annotation: %v", err)
 	}
 
 	tmpl := template(bootstrapv1.KubeadmConfigSpec{JoinConfiguration: c.Spec.JoinConfiguration})

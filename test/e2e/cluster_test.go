@@ -160,29 +160,34 @@ func (w *workloadCluster) restConfig() *rest.Config {
 	return cfg
 }
 
-// expectNodes checks the workload cluster has exactly the machines' Nodes,
-// matched by provider ID, each a real node (expectRealNodes), and returns
-// them.
+// expectNodes checks the workload cluster has exactly the machines' Nodes
+// besides those of MachinePool instances, matched by provider ID, each a
+// real node (expectRealNodes), and returns them.
 func (w *workloadCluster) expectNodes(machines []clusterv1.Machine) []corev1.Node {
 	w.t.Helper()
 	w.expectRealNodes(machines)
-	nodes, err := w.workloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	list, err := w.workloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		w.t.Fatalf("listing workload nodes: %v", err)
 	}
+	pools := w.poolProviderIDs()
+	var nodes []corev1.Node
 	byProviderID := map[string]string{}
-	for _, n := range nodes.Items {
-		byProviderID[n.Spec.ProviderID] = n.Name
+	for _, n := range list.Items {
+		if !pools[n.Spec.ProviderID] {
+			nodes = append(nodes, n)
+			byProviderID[n.Spec.ProviderID] = n.Name
+		}
 	}
-	if len(nodes.Items) != len(machines) {
-		w.t.Errorf("workload cluster has %d nodes, want %d", len(nodes.Items), len(machines))
+	if len(nodes) != len(machines) {
+		w.t.Errorf("workload cluster has %d nodes besides pools', want %d", len(nodes), len(machines))
 	}
 	for _, m := range machines {
 		if node, ok := byProviderID[m.Spec.ProviderID]; !ok || node != m.Status.NodeRef.Name {
 			w.t.Errorf("machine %s (providerID %s): node %q, nodeRef %q", m.Name, m.Spec.ProviderID, node, m.Status.NodeRef.Name)
 		}
 	}
-	return nodes.Items
+	return nodes
 }
 
 // managedTokens returns the bootstrap tokens this provider created and still

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -38,8 +39,12 @@ func TestClusterClassCluster(t *testing.T) {
 		stack.ClassWorkers{Name: "md-cloud-config", Format: bootstrapv1.CloudConfig, Replicas: 1},
 		stack.ClassWorkers{Name: "md-ignition", Format: bootstrapv1.Ignition, Replicas: 1},
 		stack.ClassWorkers{Name: "md-raw", Format: bootstrapv1.Raw, Replicas: 1},
+		stack.ClassWorkers{Name: "mp-raw", Format: bootstrapv1.Raw, Replicas: 2, Pool: true},
 	)
 	machines := w.waitForMachines(6, 15*time.Minute)
+	pool := w.classPool("mp-raw")
+	w.waitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.Raw}, 2, 5*time.Minute)
+	w.expectPoolConsumers(pool, bootstrapv1.Raw)
 	w.expectNodes(machines)
 	w.expectEtcdMembers()
 	w.expectEachAPIServerWithItsEtcd(3)
@@ -51,8 +56,11 @@ func TestClusterClassCluster(t *testing.T) {
 	// One topology change: the control plane becomes raw (the format
 	// annotation in the topology's control-plane metadata; the variable
 	// back to cloud-config, which changes KCP's spec: KCP replaces its
-	// machines one by one) and a MachineDeployment becomes raw (a new
-	// bootstrap template: it rolls too). The cluster answers throughout.
+	// machines one by one), a MachineDeployment becomes raw (a new
+	// bootstrap template: it rolls too) and the MachinePool Ignition
+	// (Cluster API patches the pool's KubeadmConfig in place: its data is
+	// rendered again for its next instances). The cluster answers
+	// throughout.
 	avail := w.watchAvailability()
 	w.changeTopology(func(topology *clusterv1.Topology) {
 		setVariable(&topology.Variables, stack.ControlPlaneFormatVariable, bootstrapv1.CloudConfig)
@@ -62,7 +70,11 @@ func TestClusterClassCluster(t *testing.T) {
 				setVariable(&md.Variables.Overrides, stack.WorkerFormatVariable, bootstrapv1.Raw)
 			}
 		}
+		setVariable(&topology.Workers.MachinePools[0].Variables.Overrides, stack.WorkerFormatVariable, bootstrapv1.Ignition)
 	})
+	w.waitFor(time.Minute, "the MachinePool's data rendered again as Ignition", func() bool {
+		return w.poolDataFormat(pool) == bootstrapv1.Ignition
+	}, func() string { return string(w.poolDataFormat(pool)) })
 	want[""], want["md-cloud-config"] = bootstrapv1.Raw, bootstrapv1.Raw
 	rolledOut := func() bool {
 		formats := w.classFormats()
@@ -77,6 +89,54 @@ func TestClusterClassCluster(t *testing.T) {
 	w.expectEtcdMembers()
 	w.expectClassFormats(want)
 	w.expectNoKCPRollout(3, 1)
+
+	// The pool's instances kept the data they booted with (the simulated
+	// cloud, like a scaling group without an instance refresh, replaces
+	// none); one more instance, asked for through the topology, boots with
+	// the rendered-again data: Ignition, with the class's Ignition patch.
+	w.expectPoolConsumers(pool, bootstrapv1.Raw)
+	w.changeTopology(func(topology *clusterv1.Topology) { topology.Workers.MachinePools[0].Replicas = ptr.To[int32](3) })
+	w.waitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.Ignition}, 3, 5*time.Minute)
+	w.expectPoolConsumers(pool, bootstrapv1.Raw, bootstrapv1.Raw, bootstrapv1.Ignition)
+	instances := w.simulatedPool(pool).Status.Instances
+	for i, in := range instances {
+		wantWritten := "none"
+		if i == len(instances)-1 {
+			wantWritten = string(bootstrapv1.Ignition)
+		}
+		if got := strings.TrimSpace(w.onHost(in.Name, "sh", "-c", "cat "+stack.FormatPatchFile+" 2>/dev/null || echo none")); got != wantWritten {
+			t.Errorf("pool instance %s: %s holds %q, want %q", in.Name, stack.FormatPatchFile, got, wantWritten)
+		}
+	}
+}
+
+// classPool returns the name of the MachinePool the topology made for a
+// MachinePool topology.
+func (w *workloadCluster) classPool(topologyName string) string {
+	w.t.Helper()
+	var pools clusterv1.MachinePoolList
+	if err := w.c.List(context.Background(), &pools, client.InNamespace(w.Namespace),
+		client.MatchingLabels{clusterv1.ClusterTopologyMachinePoolNameLabel: topologyName}); err != nil || len(pools.Items) != 1 {
+		w.t.Fatalf("MachinePool of topology %s: %d found, %v", topologyName, len(pools.Items), err)
+	}
+	return pools.Items[0].Name
+}
+
+// poolDataFormat is the format the MachinePool's data secret was rendered in.
+func (w *workloadCluster) poolDataFormat(pool string) bootstrapv1.Format {
+	w.t.Helper()
+	mp := &clusterv1.MachinePool{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
+		w.t.Fatal(err)
+	}
+	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
+		return ""
+	}
+	s := &corev1.Secret{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, *mp.Spec.Template.Spec.Bootstrap.DataSecretName), s); err != nil {
+		return ""
+	}
+	return bootstrapv1.Format(s.Data["format"])
 }
 
 // newClassCluster creates the ClusterClass (stack.ClusterClassObjects), waits

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,20 +38,21 @@ import (
 // own at steady state.
 func TestKCPCloudConfigScales(t *testing.T) {
 	t.Parallel()
-	kcpScales(t, "kcp-cloud-config", bootstrapv1.CloudConfig, "cloud-init", 0)
+	kcpScales(t, "kcp-cloud-config", bootstrapv1.CloudConfig, "cloud-init", 0, true)
 }
 
 // TestKCPRawScales: the same with raw control planes, chosen by the format
 // annotation on KCP's machine template (KCP's own spec cannot say raw).
 func TestKCPRawScales(t *testing.T) {
 	t.Parallel()
-	kcpScales(t, "kcp-raw", bootstrapv1.Raw, "raw agent (pkg/rawagent)", 3)
+	kcpScales(t, "kcp-raw", bootstrapv1.Raw, "raw agent (pkg/rawagent)", 2, false)
 }
 
 // kcpScales scales a KubeadmControlPlane of format 1 → 3 → 1; at 3 it
 // watches resyncs of Cluster API for KCP rollouts (the format annotation's
-// case: what KCP compares must be what it wrote).
-func kcpScales(t *testing.T, name string, format bootstrapv1.Format, consumer string, resyncs int) {
+// case: what KCP compares must be what it wrote) and, if remediate, has KCP
+// replace an unhealthy machine.
+func kcpScales(t *testing.T, name string, format bootstrapv1.Format, consumer string, resyncs int, remediate bool) {
 	w := newKCPCluster(t, name, 1, format)
 	machines := w.waitForMachines(1, 5*time.Minute)
 	w.expectNodes(machines)
@@ -64,6 +66,9 @@ func kcpScales(t *testing.T, name string, format bootstrapv1.Format, consumer st
 	w.expectEachAPIServerWithItsEtcd(3)
 	w.expectRendered(format)
 	w.expectNoKCPRollout(3, resyncs)
+	if remediate {
+		w.expectRemediation(format, machines)
+	}
 
 	w.scaleKCP(1)
 	machines = w.waitForMachines(1, 10*time.Minute)
@@ -161,6 +166,92 @@ func (w *workloadCluster) expectNoKCPRollout(replicas int32, resyncs int) {
 		w.t.Errorf("KubeadmControlPlane: %d replicas, %d up to date, want %d", ptr.Deref(kcp.Status.Replicas, 0), ptr.Deref(kcp.Status.UpToDateReplicas, 0), replicas)
 	}
 	w.t.Logf("no rollout over %d resyncs: %v", resyncs, after)
+}
+
+// expectRemediation makes one of the control plane's three hosts hang (its
+// kubelet, etcd and API server stop), with a MachineHealthCheck of the control
+// plane in place (what a ClusterClass's controlPlane.healthCheck creates):
+// the node turns Unknown, the check marks its Machine, KubeadmControlPlane
+// removes the Machine and its etcd member and joins a replacement rendered
+// in format; the cluster ends with three nodes and three etcd members.
+func (w *workloadCluster) expectRemediation(format bootstrapv1.Format, machines []clusterv1.Machine) {
+	w.t.Helper()
+	ctx := context.Background()
+	mhc := &clusterv1.MachineHealthCheck{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name + "-control-plane"},
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: w.Name,
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}},
+			Checks: clusterv1.MachineHealthCheckChecks{
+				NodeStartupTimeoutSeconds: ptr.To[int32](600),
+				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](10)},
+					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](10)},
+				},
+			},
+		},
+	}
+	w.create(mhc)
+	w.waitFor(time.Minute, "the MachineHealthCheck to see three healthy control-plane machines", func() bool {
+		if err := w.c.Get(ctx, client.ObjectKeyFromObject(mhc), mhc); err != nil {
+			w.t.Fatal(err)
+		}
+		return ptr.Deref(mhc.Status.ExpectedMachines, 0) == 3 && ptr.Deref(mhc.Status.CurrentHealthy, 0) == 3
+	})
+
+	before := map[string]bool{}
+	for _, m := range machines {
+		before[m.Name] = true
+	}
+	// The host hangs: its kubelet stops and its etcd and API server die with
+	// nothing to restart them. (With only the kubelet stopped, a member that
+	// still leads etcd would keep KCP from remediating: KCP first moves
+	// leadership away, through the dead kubelet's port-forward.)
+	victim := machines[len(machines)-1]
+	stopped := time.Now()
+	w.onHost(victim.Spec.InfrastructureRef.Name, "sh", "-c",
+		"/usr/local/sbin/systemctl stop kubelet && pkill -KILL -x etcd && pkill -KILL -x kube-apiserver")
+	w.t.Logf("stopped the kubelet, etcd and the API server of %s", victim.Name)
+	var marked time.Duration
+	w.waitFor(6*time.Minute, "KubeadmControlPlane to remove the unhealthy machine", func() bool {
+		m := &clusterv1.Machine{}
+		err := w.c.Get(ctx, objectKey(w.Namespace, victim.Name), m)
+		if apierrors.IsNotFound(err) {
+			return true
+		}
+		if err == nil && marked == 0 && conditions.IsFalse(m, clusterv1.MachineHealthCheckSucceededCondition) {
+			marked = time.Since(stopped)
+			w.t.Logf("%s marked unhealthy %s after its host hung: %s", victim.Name, marked.Round(time.Second),
+				conditions.GetMessage(m, clusterv1.MachineHealthCheckSucceededCondition))
+		}
+		return false
+	})
+	w.t.Logf("%s removed %s after its host hung", victim.Name, time.Since(stopped).Round(time.Second))
+	if marked == 0 {
+		w.t.Errorf("%s went without being marked unhealthy by the MachineHealthCheck", victim.Name)
+	}
+	if got := w.kcp().Status.LastRemediation.Machine; got != victim.Name {
+		w.t.Errorf("KubeadmControlPlane's last remediation names %q, want %q", got, victim.Name)
+	}
+
+	machines = w.waitForMachines(3, 8*time.Minute)
+	var replacements []string
+	for _, m := range machines {
+		if !before[m.Name] {
+			replacements = append(replacements, m.Name)
+		}
+	}
+	if len(replacements) != 1 {
+		w.t.Errorf("machines after remediation %v: want exactly one new one", replacements)
+	}
+	w.expectNodes(machines)
+	w.expectEtcdMembers()
+	w.expectEachAPIServerWithItsEtcd(3)
+	w.expectRendered(format)
+	w.t.Logf("%s replaced by %v, %s after its host hung", victim.Name, replacements, time.Since(stopped).Round(time.Second))
+	if err := w.c.Delete(ctx, mhc); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // expectEtcdMembers checks that etcd's members are exactly the control-plane

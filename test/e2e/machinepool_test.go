@@ -3,8 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -42,6 +42,9 @@ func testMachinePools(w *workloadCluster) {
 		w.create(w.MachinePool(name, f, 3)...)
 	}
 	w.waitForPools(pools, 3, 8*time.Minute)
+	for name, f := range pools {
+		w.expectPoolConsumers(name, f)
+	}
 
 	first := map[string]string{}
 	for name := range pools {
@@ -61,6 +64,9 @@ func testMachinePools(w *workloadCluster) {
 		w.scalePool(name, 5)
 	}
 	w.waitForPools(pools, 5, 6*time.Minute)
+	for name, f := range pools {
+		w.expectPoolConsumers(name, f)
+	}
 	kept := map[string][]string{}
 	for name := range pools {
 		instances := w.simulatedPool(name).Status.Instances
@@ -89,36 +95,29 @@ func testMachinePools(w *workloadCluster) {
 	}
 }
 
-// waitForPools waits until every pool has want instances whose hosts ran
-// their data with their format's consumer and whose Nodes are the
-// MachinePool's ready node references, logging the pools when they change.
+// waitForPools waits until every pool (by MachinePool name) has want
+// instances whose hosts ran their data and whose Nodes are the MachinePool's
+// ready node references, logging the pools when they change.
 func (w *workloadCluster) waitForPools(pools map[string]bootstrapv1.Format, want int32, timeout time.Duration) {
 	w.t.Helper()
 	last := ""
 	var problems []string
+	names := slices.Sorted(maps.Keys(pools))
 	w.waitFor(timeout, fmt.Sprintf("every MachinePool at %d ready instances", want), func() bool {
 		var table strings.Builder
 		problems = nil
 		providerIDs := map[string][]string{}
-		names := make([]string, 0, len(pools))
-		for name := range pools {
-			names = append(names, name)
-		}
-		sort.Strings(names)
 		for _, name := range names {
 			mp := &clusterv1.MachinePool{}
 			if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
 				w.t.Fatal(err)
 			}
 			smp := w.simulatedPool(name)
-			providerIDs[name] = smp.Spec.ProviderIDList
+			providerIDs[smp.Name] = smp.Spec.ProviderIDList
 			fmt.Fprintf(&table, "  %-28s %-13s replicas %d ready %d nodes %d:", name, pools[name],
 				ptr.Deref(mp.Status.Replicas, 0), ptr.Deref(mp.Status.ReadyReplicas, 0), len(mp.Status.NodeRefs))
 			for _, in := range smp.Status.Instances {
 				fmt.Fprintf(&table, " %s=%s", in.Name, in.HostPhase)
-				if in.HostPhase == infrav1.HostBootstrapped && in.Consumer != consumers[pools[name]] {
-					w.t.Errorf("pool %s: instance %s ran its data with %q, want %q", name, in.Name, in.Consumer, consumers[pools[name]])
-				}
 				if in.HostPhase != infrav1.HostBootstrapped {
 					problems = append(problems, fmt.Sprintf("%s: %s %s", in.Name, in.HostPhase, in.HostMessage))
 				}
@@ -137,8 +136,25 @@ func (w *workloadCluster) waitForPools(pools map[string]bootstrapv1.Format, want
 	}, func() string { return strings.Join(problems, "\n") })
 }
 
+// expectPoolConsumers checks which program ran each instance's data, oldest
+// first: one format for all, or one per instance.
+func (w *workloadCluster) expectPoolConsumers(pool string, formats ...bootstrapv1.Format) {
+	w.t.Helper()
+	instances := w.simulatedPool(pool).Status.Instances
+	if len(formats) != 1 && len(formats) != len(instances) {
+		w.t.Fatalf("pool %s: %d instances, %d formats to check", pool, len(instances), len(formats))
+	}
+	for i, in := range instances {
+		f := formats[min(i, len(formats)-1)]
+		if in.Consumer != consumers[f] {
+			w.t.Errorf("pool %s: instance %s ran its data with %q, want %q (%s)", pool, in.Name, in.Consumer, consumers[f], f)
+		}
+	}
+}
+
 // poolNodesMatch reports whether the workload cluster's Nodes of each pool
-// are exactly its instances (the pools' provider ID lists, by pool name).
+// are exactly its instances (the pools' provider ID lists, by
+// SimulatedMachinePool name).
 func (w *workloadCluster) poolNodesMatch(providerIDs map[string][]string) bool {
 	w.t.Helper()
 	nodes, err := w.workloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
@@ -169,13 +185,35 @@ func (w *workloadCluster) poolNodesMatch(providerIDs map[string][]string) bool {
 	return true
 }
 
+// simulatedPool returns the SimulatedMachinePool of a MachinePool.
 func (w *workloadCluster) simulatedPool(name string) *infrav1.SimulatedMachinePool {
 	w.t.Helper()
+	mp := &clusterv1.MachinePool{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
+		w.t.Fatal(err)
+	}
 	smp := &infrav1.SimulatedMachinePool{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), smp); err != nil {
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, mp.Spec.Template.Spec.InfrastructureRef.Name), smp); err != nil {
 		w.t.Fatal(err)
 	}
 	return smp
+}
+
+// poolProviderIDs returns the provider IDs of every pool instance in the
+// namespace.
+func (w *workloadCluster) poolProviderIDs() map[string]bool {
+	w.t.Helper()
+	var pools infrav1.SimulatedMachinePoolList
+	if err := w.c.List(context.Background(), &pools, client.InNamespace(w.Namespace)); err != nil {
+		w.t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, p := range pools.Items {
+		for _, id := range p.Spec.ProviderIDList {
+			ids[id] = true
+		}
+	}
+	return ids
 }
 
 // scalePool sets a MachinePool's replicas.

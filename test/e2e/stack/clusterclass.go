@@ -27,7 +27,8 @@ const (
 	WorkerFormatVariable       = "workerFormat"
 )
 
-// WorkerClass is the ClusterClass's one MachineDeployment class.
+// WorkerClass is the ClusterClass's one MachineDeployment class and its one
+// MachinePool class: both take the workers' KubeadmConfigTemplate.
 const WorkerClass = "worker"
 
 // FormatPatchFile is the file the ClusterClass's format-specific patches
@@ -68,12 +69,16 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 	infraCluster := &infrav1.SimulatedClusterTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}
 	cpMachines := &infrav1.SimulatedMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name + "-control-plane"}}
 	workerMachines := &infrav1.SimulatedMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name + "-worker"}}
+	workerPools := &infrav1.SimulatedMachinePoolTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name + "-worker-pool"}}
 	infraGV := infrav1.GroupVersion.String()
 
 	controlPlane := clusterv1.PatchSelector{APIVersion: controlplanev1.GroupVersion.String(), Kind: "KubeadmControlPlaneTemplate",
 		MatchResources: clusterv1.PatchSelectorMatch{ControlPlane: ptr.To(true)}}
 	workers := clusterv1.PatchSelector{APIVersion: bootstrapv1.GroupVersion.String(), Kind: "KubeadmConfigTemplate",
-		MatchResources: clusterv1.PatchSelectorMatch{MachineDeploymentClass: &clusterv1.PatchSelectorMatchMachineDeploymentClass{Names: []string{WorkerClass}}}}
+		MatchResources: clusterv1.PatchSelectorMatch{
+			MachineDeploymentClass: &clusterv1.PatchSelectorMatchMachineDeploymentClass{Names: []string{WorkerClass}},
+			MachinePoolClass:       &clusterv1.PatchSelectorMatchMachinePoolClass{Names: []string{WorkerClass}},
+		}}
 	when := func(variable string, format bootstrapv1.Format) string {
 		return fmt.Sprintf("{{ eq .%s %q }}", variable, format)
 	}
@@ -100,11 +105,18 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 				TemplateRef:           classRef(controlplanev1.GroupVersion.String(), "KubeadmControlPlaneTemplate", kcpTemplate),
 				MachineInfrastructure: clusterv1.ControlPlaneClassMachineInfrastructureTemplate{TemplateRef: classRef(infraGV, "SimulatedMachineTemplate", cpMachines)},
 			},
-			Workers: clusterv1.WorkersClass{MachineDeployments: []clusterv1.MachineDeploymentClass{{
-				Class:          WorkerClass,
-				Bootstrap:      clusterv1.MachineDeploymentClassBootstrapTemplate{TemplateRef: classRef(bootstrapv1.GroupVersion.String(), "KubeadmConfigTemplate", workerTemplate)},
-				Infrastructure: clusterv1.MachineDeploymentClassInfrastructureTemplate{TemplateRef: classRef(infraGV, "SimulatedMachineTemplate", workerMachines)},
-			}}},
+			Workers: clusterv1.WorkersClass{
+				MachineDeployments: []clusterv1.MachineDeploymentClass{{
+					Class:          WorkerClass,
+					Bootstrap:      clusterv1.MachineDeploymentClassBootstrapTemplate{TemplateRef: classRef(bootstrapv1.GroupVersion.String(), "KubeadmConfigTemplate", workerTemplate)},
+					Infrastructure: clusterv1.MachineDeploymentClassInfrastructureTemplate{TemplateRef: classRef(infraGV, "SimulatedMachineTemplate", workerMachines)},
+				}},
+				MachinePools: []clusterv1.MachinePoolClass{{
+					Class:          WorkerClass,
+					Bootstrap:      clusterv1.MachinePoolClassBootstrapTemplate{TemplateRef: classRef(bootstrapv1.GroupVersion.String(), "KubeadmConfigTemplate", workerTemplate)},
+					Infrastructure: clusterv1.MachinePoolClassInfrastructureTemplate{TemplateRef: classRef(infraGV, "SimulatedMachinePoolTemplate", workerPools)},
+				}},
+			},
 			Variables: []clusterv1.ClusterClassVariable{
 				formatVariable(ControlPlaneFormatVariable, bootstrapv1.CloudConfig, bootstrapv1.Ignition),
 				formatVariable(WorkerFormatVariable, bootstrapv1.Formats...),
@@ -121,7 +133,7 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 			},
 		},
 	}
-	return []client.Object{infraCluster, cpMachines, workerMachines, kcpTemplate, workerTemplate, class}
+	return []client.Object{infraCluster, cpMachines, workerMachines, workerPools, kcpTemplate, workerTemplate, class}
 }
 
 // formatVariable is a variable that takes one of formats, cloud-config when
@@ -136,26 +148,36 @@ func formatVariable(name string, formats ...bootstrapv1.Format) clusterv1.Cluste
 	}}
 }
 
-// ClassWorkers is one MachineDeployment of a ClusterClass cluster's topology.
+// ClassWorkers is one MachineDeployment of a ClusterClass cluster's
+// topology, or one MachinePool if Pool.
 type ClassWorkers struct {
 	Name     string
 	Format   bootstrapv1.Format
 	Replicas int32
+	Pool     bool
 }
 
 // ClassCluster returns a Cluster of the ClusterClass ClusterClassObjects
 // makes: a control plane of controlPlaneReplicas machines of
-// controlPlaneFormat, and the given MachineDeployments. A raw control plane
+// controlPlaneFormat, and the given MachineDeployments and MachinePools. A raw control plane
 // is asked for by the format annotation in the topology's control-plane
 // metadata (which Cluster API puts on KCP's machine template, and which no
 // ClusterClass patch may change); cloud-config and Ignition by the
 // controlPlaneFormat variable (KCP's own field).
 func (c Cluster) ClassCluster(controlPlaneReplicas int32, controlPlaneFormat bootstrapv1.Format, mds ...ClassWorkers) *clusterv1.Cluster {
-	var topologyMDs []clusterv1.MachineDeploymentTopology
+	var workers clusterv1.WorkersTopology
 	for _, md := range mds {
-		topologyMDs = append(topologyMDs, clusterv1.MachineDeploymentTopology{
+		format := []clusterv1.ClusterVariable{{Name: WorkerFormatVariable, Value: *JSONValue(md.Format)}}
+		if md.Pool {
+			workers.MachinePools = append(workers.MachinePools, clusterv1.MachinePoolTopology{
+				Class: WorkerClass, Name: md.Name, Replicas: ptr.To(md.Replicas),
+				Variables: clusterv1.MachinePoolVariables{Overrides: format},
+			})
+			continue
+		}
+		workers.MachineDeployments = append(workers.MachineDeployments, clusterv1.MachineDeploymentTopology{
 			Class: WorkerClass, Name: md.Name, Replicas: ptr.To(md.Replicas),
-			Variables: clusterv1.MachineDeploymentVariables{Overrides: []clusterv1.ClusterVariable{{Name: WorkerFormatVariable, Value: *JSONValue(md.Format)}}},
+			Variables: clusterv1.MachineDeploymentVariables{Overrides: format},
 		})
 	}
 	cluster := &clusterv1.Cluster{ObjectMeta: c.meta(c.Name), Spec: clusterv1.ClusterSpec{
@@ -164,7 +186,7 @@ func (c Cluster) ClassCluster(controlPlaneReplicas int32, controlPlaneFormat boo
 			ClassRef:     clusterv1.ClusterClassRef{Name: c.Name},
 			Version:      KubernetesVersion,
 			ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To(controlPlaneReplicas)},
-			Workers:      clusterv1.WorkersTopology{MachineDeployments: topologyMDs},
+			Workers:      workers,
 		},
 	}}
 	if controlPlaneFormat == bootstrapv1.Raw {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,11 @@ const (
 	// identically if the workload cluster's token cleaner removed it before the
 	// machine joined (the machine already has it in its data).
 	TokenKey = "bootstrap-token"
+	// ConfigGenerationAnnotation on a data secret is the generation of the
+	// KubeadmConfig it was rendered from: a MachinePool's data is rendered
+	// again when its config's spec changes (ClusterClass patches a pool's
+	// config in place), so that the pool's next instances get the change.
+	ConfigGenerationAnnotation = "bootstrap.cluster.x-k8s.io/config-generation"
 )
 
 // Event reasons.
@@ -44,6 +50,7 @@ const (
 	EventInitData       = "ControlPlaneInitData"
 	EventTokenRecreated = "BootstrapTokenRecreated"
 	EventTokenRotated   = "BootstrapTokenRotated"
+	EventDataUpdated    = "BootstrapDataUpdated"
 	EventDataSecretGone = ReasonDataSecretMissing
 )
 
@@ -61,7 +68,7 @@ func (r *Reconciler) reconcileData(ctx context.Context, s *scope) (ctrl.Result, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	out, err := r.render(ctx, s, action, "")
+	out, err := r.render(ctx, s, action, tokenChoice{})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -119,9 +126,17 @@ type rendered struct {
 	expires time.Time
 }
 
-// render gathers the inputs, gets a bootstrap token where the join needs one
-// (replacing previousToken, empty for the first), and renders the format.
-func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action, previousToken string) (*rendered, error) {
+// tokenChoice is the bootstrap token rendered data carries where the join
+// needs one: kept as it is, or a new one replacing another ("" for the
+// first).
+type tokenChoice struct {
+	replaces string
+	kept     *bootstraptoken.Token
+}
+
+// render gathers the inputs, gets a bootstrap token where the join needs one,
+// and renders the format.
+func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action, choice tokenChoice) (*rendered, error) {
 	in, err := r.gatherInputs(ctx, s, action)
 	if err != nil {
 		return nil, err
@@ -130,6 +145,10 @@ func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action, p
 	out := &rendered{}
 	if given := spec.JoinConfiguration.Discovery.BootstrapToken.Token; given != "" {
 		s.addSensitive(given)
+	} else if action != plan.ActionInit && usesTokenDiscovery(spec) && choice.kept != nil {
+		s.addSensitive(choice.kept.Value(), choice.kept.Secret)
+		in.BootstrapToken = choice.kept.Value()
+		out.token = choice.kept
 	} else if action != plan.ActionInit && usesTokenDiscovery(spec) {
 		m, err := r.tokens(ctx, s)
 		if err != nil {
@@ -139,7 +158,7 @@ func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action, p
 			}
 			return nil, err
 		}
-		tok, expires, err := m.Create(ctx, s.tokenOwner(), previousToken)
+		tok, expires, err := m.Create(ctx, s.tokenOwner(), choice.replaces)
 		if err != nil {
 			s.dataNotAvailable(ReasonBootstrapTokenFailed, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
 			return nil, err
@@ -238,8 +257,9 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 		Type: clusterv1.ClusterSecretType,
 		Data: out.data.SecretData(),
 	}
+	sec.Annotations = map[string]string{ConfigGenerationAnnotation: strconv.FormatInt(s.cfg.Generation, 10)}
 	if out.token != nil {
-		sec.Annotations = map[string]string{TokenIDAnnotation: out.token.ID}
+		sec.Annotations[TokenIDAnnotation] = out.token.ID
 		sec.Data[TokenKey] = []byte(out.token.Value())
 	}
 	return sec
@@ -352,10 +372,55 @@ func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 	id := sec.Annotations[TokenIDAnnotation]
+	if poolSpecChanged(s, sec) {
+		if err := r.renderAgain(ctx, s, sec, id); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if id == "" {
 		return ctrl.Result{}, nil
 	}
 	return r.maintainToken(ctx, s, sec, id)
+}
+
+// poolSpecChanged reports whether a MachinePool's config changed since its
+// data secret was rendered. Secrets without the generation (written before
+// it was recorded) count as current: rendering every pool again on upgrade
+// would change data nobody asked to change.
+func poolSpecChanged(s *scope, sec *corev1.Secret) bool {
+	recorded, ok := sec.Annotations[ConfigGenerationAnnotation]
+	return s.owner.pool != nil && ok && recorded != strconv.FormatInt(s.cfg.Generation, 10)
+}
+
+// renderAgain renders a MachinePool's changed config into its data secret for
+// the pool's next instances, with the token the secret carries (id, if it
+// carries one this provider manages): instances still joining with it keep
+// a token that is looked after.
+func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secret, id string) error {
+	var choice tokenChoice
+	if id != "" {
+		tok, err := r.recordedToken(ctx, sec)
+		if err != nil {
+			return err
+		}
+		choice.kept = &tok
+	}
+	out, err := r.render(ctx, s, plan.ActionJoin, choice)
+	if err != nil {
+		return err
+	}
+	existing := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sec), existing); err != nil {
+		return fmt.Errorf("reading the data secret to render it again: %w", err)
+	}
+	if err := r.putDataSecret(ctx, s, out, existing); err != nil {
+		return err
+	}
+	s.dataAvailable()
+	ctrl.LoggerFrom(ctx).Info("Rendered the MachinePool's data again: its KubeadmConfig changed", "generation", s.cfg.Generation, "format", out.data.Format)
+	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventDataUpdated, "Bootstrap",
+		"Rendered the data of %s again (%s) for its next instances: the KubeadmConfig changed (generation %d)", s.owner, out.data.Format, s.cfg.Generation)
+	return nil
 }
 
 // dataSecretGone handles a data secret deleted behind the controller's back:
@@ -444,7 +509,7 @@ func (r *Reconciler) maintainToken(ctx context.Context, s *scope, sec *corev1.Se
 // instances. The old token was just extended, so an instance that picked it up
 // a moment ago still has a full TTL to join.
 func (r *Reconciler) rotate(ctx context.Context, s *scope, oldID string) (ctrl.Result, error) {
-	out, err := r.render(ctx, s, plan.ActionJoin, oldID)
+	out, err := r.render(ctx, s, plan.ActionJoin, tokenChoice{replaces: oldID})
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -2,6 +2,7 @@ package kubeadmconfig_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,22 +140,7 @@ func TestMachineTokenLifecycle(t *testing.T) {
 func TestMachinePoolTokenRotation(t *testing.T) {
 	startManager(t, "--bootstrap-token-ttl="+testTTL.String())
 	f := newRunningCluster(t)
-	pool := &clusterv1.MachinePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}},
-		Spec: clusterv1.MachinePoolSpec{
-			ClusterName: f.cluster.Name,
-			Replicas:    ptr.To[int32](2),
-			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
-				ClusterName: f.cluster.Name,
-				Version:     kubernetesVersion,
-				Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: "pool",
-				}},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachinePool", Name: "pool"},
-			}},
-		},
-	}
-	f.create(pool)
+	pool := f.machinePool("pool", 2)
 	cfg := f.config("pool", pool, joinSpec(bootstrapv1.Ignition, false))
 	sec := f.waitForData(cfg)
 	first := sec.Annotations[kubeadmconfig.TokenIDAnnotation]
@@ -203,5 +189,82 @@ func TestMachinePoolTokenRotation(t *testing.T) {
 	f.waitFor("a BootstrapTokenRotated event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventTokenRotated) })
 	if n := len(tokensOf(t, cfg)); n != 2 {
 		t.Errorf("%d tokens after one rotation, want the old and the new", n)
+	}
+}
+
+// machinePool creates a MachinePool of replicas whose bootstrap config is
+// the KubeadmConfig of the same name.
+func (f *fixture) machinePool(name string, replicas int32) *clusterv1.MachinePool {
+	f.t.Helper()
+	pool := &clusterv1.MachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}},
+		Spec: clusterv1.MachinePoolSpec{
+			ClusterName: f.cluster.Name,
+			Replicas:    ptr.To(replicas),
+			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
+				ClusterName: f.cluster.Name,
+				Version:     kubernetesVersion,
+				Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name,
+				}},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachinePool", Name: name},
+			}},
+		},
+	}
+	f.create(pool)
+	return pool
+}
+
+// TestMachinePoolConfigChangeRendersAgain: a change to a MachinePool's
+// KubeadmConfig (as a ClusterClass topology change patches it in place)
+// reaches the pool's data secret at once, in the new format, with the same
+// token (instances still joining with it keep a looked-after token); a
+// status-only reconcile renders nothing again.
+func TestMachinePoolConfigChangeRendersAgain(t *testing.T) {
+	startManager(t)
+	f := newRunningCluster(t)
+	pool := f.machinePool("pool", 2)
+	cfg := f.config("pool", pool, joinSpec(bootstrapv1.Ignition, false))
+	sec := f.waitForData(cfg)
+	id := sec.Annotations[kubeadmconfig.TokenIDAnnotation]
+	f.get(cfg)
+	if got, want := sec.Annotations[kubeadmconfig.ConfigGenerationAnnotation], strconv.FormatInt(cfg.Generation, 10); got != want {
+		t.Fatalf("data secret rendered from generation %q, want %q", got, want)
+	}
+
+	before := cfg.DeepCopy()
+	cfg.Spec.Format = bootstrapv1.CloudConfig
+	if err := mgmt.Client.Patch(f.ctx, cfg, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the pool's data rendered again as cloud-config", 10*time.Second, func() bool {
+		f.get(sec)
+		return string(sec.Data["format"]) == string(bootstrapv1.CloudConfig)
+	})
+	f.get(cfg)
+	checkDataSecret(t, cfg, f.cluster.Name, sec, bootstrapv1.CloudConfig)
+	if got := sec.Annotations[kubeadmconfig.TokenIDAnnotation]; got != id {
+		t.Errorf("rendering again replaced the token %s by %s", id, got)
+	}
+	if _, ok := tokenSecret(t, id); !ok {
+		t.Error("the pool's token is gone from the workload cluster")
+	}
+	if got, want := sec.Annotations[kubeadmconfig.ConfigGenerationAnnotation], strconv.FormatInt(cfg.Generation, 10); got != want {
+		t.Errorf("data secret rendered from generation %q, want %q", got, want)
+	}
+	f.waitFor("a BootstrapDataUpdated event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventDataUpdated) })
+
+	// A label change wakes the config without changing its spec: the data
+	// stays as it is.
+	version := sec.ResourceVersion
+	before = cfg.DeepCopy()
+	cfg.Labels = map[string]string{"touched": "yes"}
+	if err := mgmt.Client.Patch(f.ctx, cfg, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	f.get(sec)
+	if sec.ResourceVersion != version {
+		t.Error("the data secret was written again without a spec change")
 	}
 }

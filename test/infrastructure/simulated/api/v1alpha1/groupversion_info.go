@@ -23,6 +23,7 @@ var (
 			&SimulatedMachineTemplate{}, &SimulatedMachineTemplateList{},
 			&SimulatedClusterTemplate{}, &SimulatedClusterTemplateList{},
 			&SimulatedMachinePool{}, &SimulatedMachinePoolList{},
+			&SimulatedMachinePoolTemplate{}, &SimulatedMachinePoolTemplateList{},
 		)
 		metav1.AddToGroupVersion(scheme, GroupVersion)
 		return nil

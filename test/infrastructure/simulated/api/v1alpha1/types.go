@@ -270,3 +270,35 @@ type SimulatedMachinePoolList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SimulatedMachinePool `json:"items"`
 }
+
+// SimulatedMachinePoolTemplateResource is the template's content.
+type SimulatedMachinePoolTemplateResource struct {
+	// +optional
+	ObjectMeta clusterv1.ObjectMeta     `json:"metadata,omitempty,omitzero"`
+	Spec       SimulatedMachinePoolSpec `json:"spec"`
+}
+
+// SimulatedMachinePoolTemplateSpec follows Cluster API's
+// InfraMachinePoolTemplate contract.
+type SimulatedMachinePoolTemplateSpec struct {
+	Template SimulatedMachinePoolTemplateResource `json:"template"`
+}
+
+// SimulatedMachinePoolTemplate is what a ClusterClass's topology creates a
+// MachinePool's SimulatedMachinePool from.
+// +kubebuilder:object:root=true
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+type SimulatedMachinePoolTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec SimulatedMachinePoolTemplateSpec `json:"spec,omitempty"`
+}
+
+// SimulatedMachinePoolTemplateList is a list of SimulatedMachinePoolTemplate.
+// +kubebuilder:object:root=true
+type SimulatedMachinePoolTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SimulatedMachinePoolTemplate `json:"items"`
+}
