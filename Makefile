@@ -95,7 +95,16 @@ release: ## Write the release into RELEASE_DIR: bootstrap-components.yaml, metad
 
 ##@ Test
 
-FUZZ_TARGETS := bootstrap/kubeadm/internal/cloudinit bootstrap/kubeadm/internal/ignition bootstrap/kubeadm/internal/raw
+# Fuzz targets as package:FuzzFunction: each renderer, and each surface a
+# hostile or damaged input reaches (file templates, token Secrets in workload
+# clusters, the raw agent's paths).
+FUZZ_TARGETS := \
+	bootstrap/kubeadm/internal/cloudinit:FuzzRender \
+	bootstrap/kubeadm/internal/ignition:FuzzRender \
+	bootstrap/kubeadm/internal/raw:FuzzRender \
+	bootstrap/kubeadm/internal/bootstraptoken:FuzzKeepTokenSecretShapes \
+	bootstrap/kubeadm/internal/plan:FuzzTemplateBudget \
+	pkg/rawagent:FuzzWritePaths
 
 CONTROLLER_PKG := ./bootstrap/kubeadm/internal/controllers/kubeadmconfig
 
@@ -119,13 +128,13 @@ bench-requests: ## Count the API requests the controller makes per KubeadmConfig
 	go test -run='^$$' -bench='^BenchmarkReconcileRequests$$' -benchtime=1x $(CONTROLLER_PKG)
 
 .PHONY: fuzz
-fuzz: ## Run each renderer's fuzz target for FUZZTIME (default 10s).
+fuzz: ## Run each fuzz target (renderers, hostile inputs) for FUZZTIME (default 10s).
 	# The cached corpus grows with every run, and re-running it counts against
 	# FUZZTIME until the whole budget goes to that ("context deadline
 	# exceeded"); each run starts from the committed testdata/fuzz seeds.
 	go clean -fuzzcache
-	for pkg in $(FUZZ_TARGETS); do \
-		go test -run='^$$' -fuzz='^FuzzRender$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=10x ./$$pkg || exit 1; \
+	for target in $(FUZZ_TARGETS); do \
+		go test -run='^$$' -fuzz="^$${target##*:}\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=10x ./$${target%%:*} || exit 1; \
 	done
 
 BENCH_COUNT ?= 6

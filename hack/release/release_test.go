@@ -20,6 +20,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -269,21 +270,53 @@ func objects(t *testing.T, manifests string) []*unstructured.Unstructured {
 
 func managerArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
 	t.Helper()
+	args, _, _ := unstructured.NestedStringSlice(managerContainer(t, objs), "args")
+	return args
+}
+
+func managerContainer(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
 	for _, u := range objs {
 		if u.GetKind() != "Deployment" {
 			continue
 		}
 		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 		for _, c := range containers {
-			cm := c.(map[string]any)
-			if cm["name"] == "manager" {
-				args, _, _ := unstructured.NestedStringSlice(cm, "args")
-				return args
+			if cm := c.(map[string]any); cm["name"] == "manager" {
+				return cm
 			}
 		}
 	}
 	t.Fatal("no manager container")
 	return nil
+}
+
+// checkManagerHardening checks the manager container's read-only root file
+// system, its memory request and limit (memoryLimit), and the Go runtime's
+// memory limit taken from it.
+func checkManagerHardening(t *testing.T, objs []*unstructured.Unstructured, memoryLimit string) {
+	t.Helper()
+	c := managerContainer(t, objs)
+	if ro, _, _ := unstructured.NestedBool(c, "securityContext", "readOnlyRootFilesystem"); !ro {
+		t.Error("the manager's root file system is not read-only")
+	}
+	limit, _, _ := unstructured.NestedString(c, "resources", "limits", "memory")
+	request, _, _ := unstructured.NestedString(c, "resources", "requests", "memory")
+	requestQ, errRequest := resource.ParseQuantity(request)
+	limitQ, errLimit := resource.ParseQuantity(limit)
+	if limit != memoryLimit || errRequest != nil || errLimit != nil || requestQ.Cmp(limitQ) > 0 {
+		t.Errorf("manager memory request %q, limit %q: want a request within the limit %s", request, limit, memoryLimit)
+	}
+	env, _, _ := unstructured.NestedSlice(c, "env")
+	fromLimit := false
+	for _, e := range env {
+		em := e.(map[string]any)
+		res, _, _ := unstructured.NestedString(em, "valueFrom", "resourceFieldRef", "resource")
+		fromLimit = fromLimit || (em["name"] == "GOMEMLIMIT" && res == "limits.memory")
+	}
+	if !fromLimit {
+		t.Error("GOMEMLIMIT is not taken from the container's memory limit")
+	}
 }
 
 // certManagerCRDs stand in for cert-manager, which clusterctl installs
@@ -325,12 +358,13 @@ func TestClusterctlAcceptsTheRelease(t *testing.T) {
 	ctx := context.Background()
 	applyAll(ctx, t, env, certManagerCRDs(t))
 	for name, tc := range map[string]struct {
-		vars map[string]string
-		want []string
+		vars        map[string]string
+		want        []string
+		memoryLimit string
 	}{
-		"defaults": {nil, []string{"KubeadmBootstrapFormatIgnition=false", "KubeadmBootstrapFormatRaw=false", "MachinePool=true", "--bootstrap-token-ttl=15m", "--bootstrap-data-size-limit=0"}},
-		"set": {map[string]string{"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW": "true", "EXP_MACHINE_POOL": "false", "KUBEADM_BOOTSTRAP_TOKEN_TTL": "30m", "KUBEADM_BOOTSTRAP_DATA_SIZE_LIMIT": "16384"},
-			[]string{"KubeadmBootstrapFormatIgnition=true", "KubeadmBootstrapFormatRaw=true", "MachinePool=false", "--bootstrap-token-ttl=30m", "--bootstrap-data-size-limit=16384"}},
+		"defaults": {nil, []string{"KubeadmBootstrapFormatIgnition=false", "KubeadmBootstrapFormatRaw=false", "MachinePool=true", "--bootstrap-token-ttl=15m", "--bootstrap-data-size-limit=0"}, "512Mi"},
+		"set": {map[string]string{"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW": "true", "EXP_MACHINE_POOL": "false", "KUBEADM_BOOTSTRAP_TOKEN_TTL": "30m", "KUBEADM_BOOTSTRAP_DATA_SIZE_LIMIT": "16384", "KUBEADM_BOOTSTRAP_MEMORY_LIMIT": "1Gi"},
+			[]string{"KubeadmBootstrapFormatIgnition=true", "KubeadmBootstrapFormatRaw=true", "MachinePool=false", "--bootstrap-token-ttl=30m", "--bootstrap-data-size-limit=16384"}, "1Gi"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := clusterctlGenerate(t, dir, tc.vars)
@@ -350,6 +384,7 @@ func TestClusterctlAcceptsTheRelease(t *testing.T) {
 			if !strings.Contains(out, "image: "+testRef.String()) {
 				t.Error("the components do not run the released image")
 			}
+			checkManagerHardening(t, objs, tc.memoryLimit)
 			applyAll(ctx, t, env, objs)
 		})
 	}

@@ -12,6 +12,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -170,8 +172,13 @@ func (a *Agent) Run(ctx context.Context, data map[string][]byte) error {
 	if err != nil {
 		return err
 	}
+	root, err := a.openRoot()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	for _, f := range p.Files {
-		if err := a.writeFile(f); err != nil {
+		if err := a.writeFile(root, f); err != nil {
 			return err
 		}
 	}
@@ -179,8 +186,8 @@ func (a *Agent) Run(ctx context.Context, data map[string][]byte) error {
 	if configPath == "" {
 		configPath = DefaultConfigPath
 	}
-	if err := a.write(configPath, config, 0o600); err != nil {
-		return err
+	if err := write(root, configPath, config, 0o600, nil); err != nil {
+		return fmt.Errorf("the kubeadm configuration %s: %w", configPath, err)
 	}
 	verb := "init"
 	if p.Action != rawv1.ActionInit {
@@ -196,10 +203,10 @@ func (a *Agent) Run(ctx context.Context, data map[string][]byte) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kubeadm %s: %w", verb, err)
 	}
-	if err := os.Remove(a.path(configPath)); err != nil {
+	if err := root.Remove(inRoot(configPath)); err != nil {
 		return fmt.Errorf("removing the kubeadm configuration (it holds the bootstrap token): %w", err)
 	}
-	return a.write(rawv1.SuccessSentinel, []byte("success\n"), 0o644)
+	return write(root, rawv1.SuccessSentinel, []byte("success\n"), 0o644, nil)
 }
 
 func (a *Agent) path(p string) string {
@@ -209,39 +216,114 @@ func (a *Agent) path(p string) string {
 	return filepath.Join(a.Root, p)
 }
 
-func (a *Agent) write(p string, content []byte, mode os.FileMode) error {
-	full := a.path(p)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		return err
+// openRoot opens the directory every write stays beneath: a path of the
+// data, or a symbolic link met on the way, that would lead out of it fails.
+func (a *Agent) openRoot() (*os.Root, error) {
+	dir := a.Root
+	if dir == "" {
+		dir = "/"
 	}
-	if err := os.WriteFile(full, content, mode); err != nil {
-		return err
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the root %s: %w", dir, err)
 	}
-	// WriteFile keeps an existing file's mode; the data's mode wins.
-	return os.Chmod(full, mode)
+	return root, nil
 }
 
-func (a *Agent) writeFile(f rawv1.File) error {
-	mode := os.FileMode(0o644)
-	if f.Permissions != "" {
-		m, err := strconv.ParseUint(f.Permissions, 8, 32)
-		if err != nil || m > 0o7777 {
-			return fmt.Errorf("file %s: permissions %q are not octal", f.Path, f.Permissions)
+// inRoot is an absolute data path as a name beneath the root.
+func inRoot(p string) string {
+	return strings.TrimPrefix(filepath.Clean(p), "/")
+}
+
+// owner is a file's numeric owner.
+type owner struct{ uid, gid int }
+
+// write puts content at p beneath root with mode (special bits included)
+// and owner: into a new private file in the same directory, given its owner
+// and then its mode (a change of owner clears set-user-ID and set-group-ID
+// bits), then renamed over p. So nobody reads the content under an older,
+// looser mode, and a symbolic link where the file goes is replaced, never
+// followed.
+func write(root *os.Root, p string, content []byte, mode os.FileMode, own *owner) error {
+	name := inRoot(p)
+	if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	var suffix [8]byte
+	if _, err := rand.Read(suffix[:]); err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(name), "."+filepath.Base(name)+".rawagent-"+hex.EncodeToString(suffix[:]))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = fill(f, content, mode, own)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+	}
+	return err
+}
+
+func fill(f *os.File, content []byte, mode os.FileMode, own *owner) error {
+	if _, err := f.Write(content); err != nil {
+		return err
+	}
+	if own != nil {
+		if err := f.Chown(own.uid, own.gid); err != nil {
+			return err
 		}
-		mode = os.FileMode(m)
 	}
-	if err := a.write(f.Path, []byte(f.Content), mode); err != nil {
-		return fmt.Errorf("file %s: %w", f.Path, err)
+	return f.Chmod(mode)
+}
+
+// fileMode turns a data file's octal permissions into a FileMode: Go keeps
+// the set-user-ID, set-group-ID and sticky bits apart from the permission
+// bits, so 0o4755 is ModeSetuid|0o755, not 0o4755.
+func fileMode(permissions string) (os.FileMode, error) {
+	if permissions == "" {
+		return 0o644, nil
 	}
-	if f.Owner == "" || a.Root != "" {
-		// Owners name accounts of the real root; a test root has none.
-		return nil
+	m, err := strconv.ParseUint(permissions, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, fmt.Errorf("permissions %q are not octal", permissions)
 	}
-	uid, gid, err := lookupOwner(f.Owner)
+	mode := os.FileMode(m & 0o777)
+	for _, special := range []struct {
+		bit  uint64
+		mode os.FileMode
+	}{{0o4000, os.ModeSetuid}, {0o2000, os.ModeSetgid}, {0o1000, os.ModeSticky}} {
+		if m&special.bit != 0 {
+			mode |= special.mode
+		}
+	}
+	return mode, nil
+}
+
+func (a *Agent) writeFile(root *os.Root, f rawv1.File) error {
+	mode, err := fileMode(f.Permissions)
 	if err != nil {
 		return fmt.Errorf("file %s: %w", f.Path, err)
 	}
-	return os.Chown(f.Path, uid, gid)
+	var own *owner
+	if f.Owner != "" && a.Root == "" {
+		// Owners name accounts of the real root; a test root has none.
+		uid, gid, err := lookupOwner(f.Owner)
+		if err != nil {
+			return fmt.Errorf("file %s: %w", f.Path, err)
+		}
+		own = &owner{uid: uid, gid: gid}
+	}
+	if err := write(root, f.Path, []byte(f.Content), mode, own); err != nil {
+		return fmt.Errorf("file %s: %w", f.Path, err)
+	}
+	return nil
 }
 
 func lookupOwner(owner string) (int, int, error) {

@@ -2,6 +2,7 @@ package rawagent_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,4 +148,155 @@ placeholders:
 	if _, err := p.Fill(md); err == nil {
 		t.Error("a value that would break the YAML was accepted")
 	}
+}
+
+// filesData is join data whose BootstrapFiles document writes one file.
+func filesData(path, permissions, content string) map[string][]byte {
+	doc := "apiVersion: raw.bootstrap.cluster.x-k8s.io/v1alpha1\nkind: BootstrapFiles\nfiles:\n- path: " + path +
+		"\n  permissions: \"" + permissions + "\"\n  content: " + content + "\n"
+	return map[string][]byte{"format": []byte("raw"), "value": []byte(joinConfig), "files": []byte(doc)}
+}
+
+// TestSpecialModeBits: set-user-ID, set-group-ID and sticky bits in a file's
+// permissions reach the file (Go keeps them apart from the permission bits).
+func TestSpecialModeBits(t *testing.T) {
+	for permissions, want := range map[string]os.FileMode{
+		"4755": os.ModeSetuid | 0o755,
+		"2750": os.ModeSetgid | 0o750,
+		"1777": os.ModeSticky | 0o777,
+		"0640": 0o640,
+	} {
+		root, bin := t.TempDir(), t.TempDir()
+		a := &rawagent.Agent{Kubeadm: fakeKubeadm(t, bin, 0), Root: root}
+		if err := a.Run(context.Background(), filesData("/usr/local/bin/tool", permissions, "x")); err != nil {
+			t.Fatalf("%s: %v", permissions, err)
+		}
+		fi, err := os.Stat(filepath.Join(root, "usr/local/bin/tool"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky); got != want {
+			t.Errorf("permissions %s: mode %v, want %v", permissions, got, want)
+		}
+	}
+}
+
+// TestWritesStayBeneathRoot: a symbolic link where a file goes is replaced,
+// not followed; a symbolic link on the way that leads out of the root makes
+// the write fail; nothing outside the root is written.
+func TestWritesStayBeneathRoot(t *testing.T) {
+	root, bin, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	target := filepath.Join(outside, "target")
+	if err := os.WriteFile(target, []byte("untouched"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc/kubernetes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(root, "etc/kubernetes/admin.key")); err != nil {
+		t.Fatal(err)
+	}
+	a := &rawagent.Agent{Kubeadm: fakeKubeadm(t, bin, 0), Root: root}
+	if err := a.Run(context.Background(), filesData("/etc/kubernetes/admin.key", "0600", "KEY")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(filepath.Join(root, "etc/kubernetes/admin.key"))
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the link where the file goes: %v %v, want a regular 0600 file", fi.Mode(), err)
+	}
+
+	if err := os.Symlink(outside, filepath.Join(root, "opt")); err != nil {
+		t.Fatal(err)
+	}
+	err = a.Run(context.Background(), filesData("/opt/target", "0600", "KEY"))
+	if err == nil || !strings.Contains(err.Error(), "/opt/target") || strings.Contains(err.Error(), "KEY") {
+		t.Fatalf("a write through a link out of the root: %v, want an error naming the file and not its content", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "untouched" {
+		t.Fatalf("a file outside the root was written: %q", b)
+	}
+	entries, _ := os.ReadDir(outside)
+	if len(entries) != 1 {
+		t.Fatalf("files left outside the root: %v", entries)
+	}
+}
+
+// TestContentNeverUnderAnOlderMode: a file that exists with a looser mode is
+// replaced by a new file that had its final mode before anything could read
+// it: whoever had the old file open reads the old content, never the key.
+func TestContentNeverUnderAnOlderMode(t *testing.T) {
+	root, bin := t.TempDir(), t.TempDir()
+	path := filepath.Join(root, "etc/kubernetes/pki/ca.key")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("old public content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	a := &rawagent.Agent{Kubeadm: fakeKubeadm(t, bin, 0), Root: root}
+	if err := a.Run(context.Background(), filesData("/etc/kubernetes/pki/ca.key", "0600", "SECRET-KEY-MATERIAL")); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := io.ReadAll(reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(seen), "SECRET") {
+		t.Fatalf("the key was written into the file opened at 0644: %q", seen)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file: %v %v", fi.Mode(), err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "SECRET-KEY-MATERIAL" {
+		t.Fatalf("the key file holds %q", b)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Fatalf("temporary files left: %v", entries)
+	}
+}
+
+// FuzzWritePaths: whatever path and permissions the data gives, and with
+// links inside the root that lead out of it, the agent writes nothing
+// outside its root and never panics.
+func FuzzWritePaths(f *testing.F) {
+	for _, seed := range []struct{ path, permissions string }{
+		{"/etc/kubernetes/pki/ca.key", "0600"},
+		{"/out/x", "4755"},
+		{"/out/../../x", "0644"},
+		{"/link-to-out", "0644"},
+		{"/etc/../out/y", "7777"},
+		{"/a/b/c/d", "99"},
+	} {
+		f.Add(seed.path, seed.permissions)
+	}
+	f.Fuzz(func(t *testing.T, path, permissions string) {
+		if strings.ContainsAny(path, "\n\r\"\\") || strings.ContainsAny(permissions, "\n\r\"\\") {
+			t.Skip() // not a path the YAML document below can carry as written
+		}
+		base, bin := t.TempDir(), t.TempDir()
+		root, outside := filepath.Join(base, "root"), filepath.Join(base, "outside")
+		for _, d := range []string{root, outside} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink(outside, filepath.Join(root, "out")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(outside, "file"), filepath.Join(root, "link-to-out")); err != nil {
+			t.Fatal(err)
+		}
+		a := &rawagent.Agent{Kubeadm: fakeKubeadm(t, bin, 0), Root: root}
+		_ = a.Run(context.Background(), filesData(path, permissions, "KEY"))
+		if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+			t.Fatalf("path %q wrote outside the root: %v", path, entries)
+		}
+	})
 }

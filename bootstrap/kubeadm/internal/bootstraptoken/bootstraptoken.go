@@ -153,6 +153,9 @@ const (
 	Extended
 	// Recreated: the token was gone and was created again with the same ID and secret.
 	Recreated
+	// Repaired: the token's Secret lacked what makes it a token (its ID or
+	// secret, its authentication usage) and was written again in full.
+	Repaired
 )
 
 // Keep makes sure the token with id stays valid for owner: it re-creates a
@@ -183,6 +186,23 @@ func (m Manager) Keep(ctx context.Context, owner Owner, id string, secretOf func
 	if !owns(existing, owner) {
 		return time.Time{}, Unchanged, fmt.Errorf("bootstrap token %s: %w", id, ErrNotOwned)
 	}
+	if !intact(existing, id) {
+		// Whatever emptied it, the machine still has the recorded token:
+		// write that again rather than extend a Secret nobody can join with.
+		tok, err := secretOf(ctx)
+		if err != nil {
+			return time.Time{}, Unchanged, err
+		}
+		if tok.ID != id {
+			return time.Time{}, Unchanged, fmt.Errorf("bootstrap token %s: the recorded token has ID %s", id, tok.ID)
+		}
+		expires := m.now().Add(m.TTL)
+		existing.Data = m.secretFor(owner, tok, expires).Data
+		if err := m.Client.Update(ctx, existing); err != nil {
+			return time.Time{}, Unchanged, fmt.Errorf("repairing bootstrap token %s: %w", id, err)
+		}
+		return expires, Repaired, nil
+	}
 	expires, err := expiration(existing)
 	if err == nil && expires.Sub(m.now()) > m.RefreshBefore() {
 		return expires, Unchanged, nil
@@ -193,6 +213,14 @@ func (m Manager) Keep(ctx context.Context, owner Owner, id string, secretOf func
 		return time.Time{}, Unchanged, fmt.Errorf("extending bootstrap token %s: %w", id, err)
 	}
 	return expires, Extended, nil
+}
+
+// intact reports whether a token Secret still holds a usable token with id:
+// its ID, a well-formed secret and the authentication usage.
+func intact(s *corev1.Secret, id string) bool {
+	return bootstrapsecretutil.GetData(s, bootstrapapi.BootstrapTokenIDKey) == id &&
+		bootstraputil.IsValidBootstrapToken(bootstraputil.TokenFromIDAndSecret(id, bootstrapsecretutil.GetData(s, bootstrapapi.BootstrapTokenSecretKey))) &&
+		bootstrapsecretutil.GetData(s, bootstrapapi.BootstrapTokenUsageAuthentication) == "true"
 }
 
 // RefreshBefore is how much validity a token may have left when Keep extends

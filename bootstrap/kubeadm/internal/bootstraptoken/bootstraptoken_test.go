@@ -154,3 +154,55 @@ func TestTokenNeverPrintsItsSecret(t *testing.T) {
 		t.Errorf("parse error must not echo its input: %v", err)
 	}
 }
+
+// FuzzKeepTokenSecretShapes: whatever shape a token Secret this provider
+// owns has been left in (fields missing, empty, malformed; no data at all),
+// Keep neither panics nor leaves it unusable: afterwards the Secret holds the
+// recorded token, with an expiration in the future.
+func FuzzKeepTokenSecretShapes(f *testing.F) {
+	f.Add(uint8(0), "", "", "", "", false)
+	f.Add(uint8(0xff), "abcdef", "0123456789abcdef", "2026-12-03T12:10:00Z", "true", false)
+	f.Add(uint8(0x3), "abcdef", "short", "yesterday", "false", true)
+	f.Add(uint8(0x8), "zzzzzz", "0123456789abcdef", "2026-12-03T11:00:00Z", "", false)
+	f.Fuzz(func(t *testing.T, present uint8, id, secret, expiration, auth string, nilData bool) {
+		m, c, clk := newManager()
+		ctx := context.Background()
+		tok, _, err := m.Create(ctx, owner, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := tokenSecret(t, c, tok.ID)
+		fields := []struct{ key, value string }{
+			{bootstrapapi.BootstrapTokenIDKey, id},
+			{bootstrapapi.BootstrapTokenSecretKey, secret},
+			{bootstrapapi.BootstrapTokenExpirationKey, expiration},
+			{bootstrapapi.BootstrapTokenUsageAuthentication, auth},
+		}
+		for i, fl := range fields {
+			if present&(1<<i) == 0 {
+				delete(s.Data, fl.key)
+			} else {
+				s.Data[fl.key] = []byte(fl.value)
+			}
+		}
+		if nilData {
+			s.Data = nil
+		}
+		if err := c.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		expires, _, err := m.Keep(ctx, owner, tok.ID, func(context.Context) (bootstraptoken.Token, error) { return tok, nil })
+		if err != nil {
+			t.Fatalf("Keep: %v", err)
+		}
+		s = tokenSecret(t, c, tok.ID)
+		got := bootstraputil.TokenFromIDAndSecret(string(s.Data[bootstrapapi.BootstrapTokenIDKey]), string(s.Data[bootstrapapi.BootstrapTokenSecretKey]))
+		if got != tok.Value() || string(s.Data[bootstrapapi.BootstrapTokenUsageAuthentication]) != "true" {
+			t.Fatalf("after Keep the Secret holds another token or no authentication usage: %v", s.Data)
+		}
+		stored, err := time.Parse(time.RFC3339, string(s.Data[bootstrapapi.BootstrapTokenExpirationKey]))
+		if err != nil || !stored.After(clk.now()) || !stored.Equal(expires) {
+			t.Fatalf("after Keep the expiration is %q, Keep said %s", s.Data[bootstrapapi.BootstrapTokenExpirationKey], expires)
+		}
+	})
+}

@@ -6,8 +6,10 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apiserver/pkg/server/routes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -31,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -188,17 +192,44 @@ func Run(ctx context.Context, args []string) error {
 // CA keys and bootstrap data.
 const maxVerbosity = 7
 
+var errVerbosityTooHigh = fmt.Errorf("log verbosity above %d is refused: client-go would log API request and response bodies, which carry bootstrap tokens, keys and bootstrap data", maxVerbosity)
+
 func checkVerbosity(o *logs.Options) error {
-	tooHigh := fmt.Errorf("log verbosity above %d is refused: client-go would log API request and response bodies, which carry bootstrap tokens, keys and bootstrap data", maxVerbosity)
 	if o.Verbosity > maxVerbosity {
-		return tooHigh
+		return errVerbosityTooHigh
 	}
 	for _, m := range o.VModule {
 		if m.Verbosity > maxVerbosity {
-			return tooHigh
+			return errVerbosityTooHigh
 		}
 	}
 	return nil
+}
+
+// verbosityEndpoint is the diagnostics server's log-level endpoint.
+const verbosityEndpoint = "/debug/flags/v"
+
+// diagnosticsOptions are Cluster API's TLS and diagnostics server options,
+// with the log-level endpoint (PUT a number) held to the cap that applies at
+// start: Cluster API's own sets any level.
+func diagnosticsOptions(opts *Options) ([]func(*tls.Config), *metricsserver.Options, error) {
+	tlsOpts, metricsOpts, err := capiflags.GetManagerOptions(opts.manager)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid flags: %w", err)
+	}
+	if _, ok := metricsOpts.ExtraHandlers[verbosityEndpoint]; ok {
+		metricsOpts.ExtraHandlers[verbosityEndpoint] = routes.StringFlagPutHandler(cappedVerbositySetter)
+	}
+	return tlsOpts, metricsOpts, nil
+}
+
+// cappedVerbositySetter sets klog's verbosity as logs.GlogSetter does, but
+// refuses levels above maxVerbosity.
+func cappedVerbositySetter(val string) (string, error) {
+	if v, err := strconv.ParseUint(val, 10, 32); err == nil && v > maxVerbosity {
+		return "", errVerbosityTooHigh
+	}
+	return logs.GlogSetter(val)
 }
 
 // New builds the manager opts describe: webhooks, the cluster cache and the
@@ -226,9 +257,9 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 	}); err != nil {
 		return nil, err
 	}
-	tlsOpts, metricsOpts, err := capiflags.GetManagerOptions(opts.manager)
+	tlsOpts, metricsOpts, err := diagnosticsOptions(opts)
 	if err != nil {
-		return nil, fmt.Errorf("invalid flags: %w", err)
+		return nil, err
 	}
 
 	// Upstream's cache layout: Secrets only with a cluster-name label and data

@@ -13,17 +13,28 @@ import (
 )
 
 // spec.files templates (contentFormat: Template) are user input executed inside
-// the controller, so their cost is bounded: output, the size of every value a
-// builtin builds, the number of loop iterations and template calls, and time.
-// A template over any bound fails its KubeadmConfig; it never stalls a worker.
+// the controller, so their cost is bounded before it is paid: the template's
+// text, the output, the size of every value a builtin builds (checked before
+// building it) and of all of them together, the number of actions executed
+// (every action, range iteration and template call is a step), and time
+// (checked at every step and in every builtin). A template over any bound
+// fails its KubeadmConfig; it never stalls a worker or exhausts its memory.
 const (
 	maxTemplateOutput = 1 << 20
-	// maxTemplateSteps bounds range iterations plus template invocations.
+	// maxTemplateBuilt bounds the bytes all builtins of one render build
+	// together: values can be discarded or kept in variables, and either way
+	// their memory was allocated.
+	maxTemplateBuilt = 8 << 20
+	// maxTemplateSteps bounds actions executed, range iterations and template
+	// invocations.
 	maxTemplateSteps = 100_000
 	maxTemplateTime  = 250 * time.Millisecond
 	// maxFormatWidth bounds printf widths and precisions, which fmt would
 	// otherwise allocate in full before anything is written.
 	maxFormatWidth = 4096
+	// maxTemplateText is the most template text a file may have, inline (the
+	// CRD's limit on content) or from a Secret (contentFrom).
+	maxTemplateText = 10240
 )
 
 // TemplateError is a spec.files template that does not parse or fails. Its
@@ -43,10 +54,12 @@ func (e *TemplateError) Error() string {
 }
 
 var (
-	errTemplateBudget = fmt.Errorf("runs too long (over %d loop iterations and template calls, or %s)", maxTemplateSteps, maxTemplateTime)
-	errTemplateSize   = fmt.Errorf("builds a value larger than %d bytes", maxTemplateOutput)
+	errTemplateBudget = fmt.Errorf("runs too long (over %d actions, loop iterations and template calls, or %s)", maxTemplateSteps, maxTemplateTime)
+	errTemplateSize   = fmt.Errorf("builds a value that can be larger than %d bytes", maxTemplateOutput)
+	errTemplateBuilt  = fmt.Errorf("builds more than %d bytes of values in all", maxTemplateBuilt)
 	errTemplateOutput = fmt.Errorf("output exceeds %d bytes", maxTemplateOutput)
 	errFormatWidth    = fmt.Errorf("uses a printf width or precision over %d (or *)", maxFormatWidth)
+	errTemplateText   = fmt.Errorf("is longer than %d bytes of template text", maxTemplateText)
 )
 
 // templateLine finds "name:LINE:" in text/template's messages, which otherwise
@@ -54,7 +67,7 @@ var (
 var templateLine = regexp.MustCompile(`:(\d+)(?::\d+)?: `)
 
 func templateProblem(verb string, err error) string {
-	for _, known := range []error{errTemplateBudget, errTemplateSize, errTemplateOutput, errFormatWidth} {
+	for _, known := range []error{errTemplateBudget, errTemplateSize, errTemplateBuilt, errTemplateOutput, errFormatWidth} {
 		if errors.Is(err, known) {
 			return known.Error()
 		}
@@ -65,12 +78,14 @@ func templateProblem(verb string, err error) string {
 	return verb
 }
 
-// stepFunc is called at the start of every range iteration and every template
-// body; its name cannot clash with a builtin.
+// stepFunc is called before every action, at the start of every range
+// iteration and of every template body; its name cannot clash with a builtin.
 const stepFunc = "_cabpkStep"
 
+// templateRun is one execution's budget and output.
 type templateRun struct {
 	steps    int
+	built    int
 	deadline time.Time
 	out      bytes.Buffer
 }
@@ -83,6 +98,22 @@ func (r *templateRun) step() (string, error) {
 	return "", nil
 }
 
+// spend books a value of at most size bytes that a builtin is about to
+// build, before it is built.
+func (r *templateRun) spend(size int) error {
+	if time.Now().After(r.deadline) {
+		return errTemplateBudget
+	}
+	if size > maxTemplateOutput {
+		return errTemplateSize
+	}
+	r.built += size
+	if r.built > maxTemplateBuilt {
+		return errTemplateBuilt
+	}
+	return nil
+}
+
 func (r *templateRun) Write(p []byte) (int, error) {
 	if r.out.Len()+len(p) > maxTemplateOutput {
 		return 0, errTemplateOutput
@@ -90,16 +121,11 @@ func (r *templateRun) Write(p []byte) (int, error) {
 	return r.out.Write(p)
 }
 
-func capped(s string) (string, error) {
-	if len(s) > maxTemplateOutput {
-		return "", errTemplateSize
-	}
-	return s, nil
-}
-
-// guardedPrintf checks widths and the size of its arguments before fmt builds
-// the whole result in memory.
-func guardedPrintf(format string, args ...any) (string, error) {
+// formatWidths refuses printf widths and precisions over maxFormatWidth, and
+// widths taken from arguments, and returns the sum of the others: the padding
+// the format can add.
+func formatWidths(format string) (int, error) {
+	total := 0
 	for i := 0; i < len(format); i++ {
 		if format[i] != '%' {
 			continue
@@ -110,16 +136,18 @@ func guardedPrintf(format string, args ...any) (string, error) {
 		}
 		for j < len(format) && (format[j] >= '0' && format[j] <= '9' || format[j] == '.' || format[j] == '*' || format[j] == '[' || format[j] == ']') {
 			if format[j] == '*' || format[j] == '[' {
-				return "", errFormatWidth
+				return 0, errFormatWidth
 			}
 			k := j
 			for k < len(format) && format[k] >= '0' && format[k] <= '9' {
 				k++
 			}
 			if k > j {
-				if n, err := strconv.Atoi(format[j:k]); err != nil || n > maxFormatWidth {
-					return "", errFormatWidth
+				n, err := strconv.Atoi(format[j:k])
+				if err != nil || n > maxFormatWidth {
+					return 0, errFormatWidth
 				}
+				total += n
 				j = k
 				continue
 			}
@@ -127,14 +155,28 @@ func guardedPrintf(format string, args ...any) (string, error) {
 		}
 		i = j
 	}
-	size := len(format)
+	return total, nil
+}
+
+// printfExpansion is the most one operand byte becomes under any verb: %q
+// writes \x00 for a byte, %v of a []byte "255 ", "% x" "ff ".
+const printfExpansion = 4
+
+// printf bounds what fmt.Sprintf can build before it builds it: the format's
+// text and padding, and each operand at its largest expansion (with quotes).
+func (r *templateRun) printf(format string, args ...any) (string, error) {
+	widths, err := formatWidths(format)
+	if err != nil {
+		return "", err
+	}
+	size := len(format) + widths
 	for _, a := range args {
-		size += argSize(a)
+		size += printfExpansion * (argSize(a) + 2)
 	}
-	if size > maxTemplateOutput {
-		return "", errTemplateSize
+	if err := r.spend(size); err != nil {
+		return "", err
 	}
-	return capped(fmt.Sprintf(format, args...))
+	return fmt.Sprintf(format, args...), nil
 }
 
 func argSize(a any) int {
@@ -148,36 +190,64 @@ func argSize(a any) int {
 	return len(fmt.Sprint(a))
 }
 
-func guardedPrint(join func(...any) string) func(...any) (string, error) {
+// joinedSize is the most fmt.Sprint or Sprintln makes of args: each operand
+// and a separator.
+func joinedSize(args []any) int {
+	size := 0
+	for _, a := range args {
+		size += argSize(a) + 1
+	}
+	return size
+}
+
+func (r *templateRun) print(join func(...any) string) func(...any) (string, error) {
 	return func(args ...any) (string, error) {
-		size := 0
-		for _, a := range args {
-			size += argSize(a) + 1
+		if err := r.spend(joinedSize(args)); err != nil {
+			return "", err
 		}
-		if size > maxTemplateOutput {
-			return "", errTemplateSize
-		}
-		return capped(join(args...))
+		return join(args...), nil
 	}
 }
 
-func guardedEscaper(escape func(...any) string) func(...any) (string, error) {
-	return func(args ...any) (string, error) { return capped(escape(args...)) }
+// The escapers' largest expansion of one input byte: html writes "&#34;"
+// for '"', js "\u003C" for '<' (and \uXXXX for unprintable runes), urlquery
+// "%XX".
+const (
+	htmlExpansion     = 5
+	jsExpansion       = 6
+	urlQueryExpansion = 3
+)
+
+func (r *templateRun) escaper(escape func(...any) string, expansion int) func(...any) (string, error) {
+	return func(args ...any) (string, error) {
+		if err := r.spend(joinedSize(args) * expansion); err != nil {
+			return "", err
+		}
+		return escape(args...), nil
+	}
 }
 
-// instrument makes every range iteration and every template body spend a step.
+// instrument makes every action, every range iteration and every template
+// body spend a step.
 func instrument(node parse.Node, step *parse.ActionNode) {
 	switch n := node.(type) {
 	case *parse.ListNode:
 		if n == nil {
 			return
 		}
+		nodes := make([]parse.Node, 0, 2*len(n.Nodes))
 		for _, c := range n.Nodes {
 			instrument(c, step)
+			if _, text := c.(*parse.TextNode); !text {
+				nodes = append(nodes, step)
+			}
+			nodes = append(nodes, c)
 		}
+		n.Nodes = nodes
 	case *parse.RangeNode:
 		instrument(n.List, step)
 		instrument(n.ElseList, step)
+		// An iteration spends a step even when its body has no action.
 		if n.List != nil {
 			n.List.Nodes = append([]parse.Node{step}, n.List.Nodes...)
 		}
@@ -194,15 +264,18 @@ func instrument(node parse.Node, step *parse.ActionNode) {
 // options (a missing key renders as the zero value, so `{{ if .controlPlane }}`
 // works when the control-plane version is unknown), within the bounds above.
 func renderTemplate(name, content string, data map[string]any) (string, error) {
+	if len(content) > maxTemplateText {
+		return "", errTemplateText
+	}
 	run := &templateRun{deadline: time.Now().Add(maxTemplateTime)}
 	funcs := texttemplate.FuncMap{
 		stepFunc:   run.step,
-		"printf":   guardedPrintf,
-		"print":    guardedPrint(fmt.Sprint),
-		"println":  guardedPrint(fmt.Sprintln),
-		"html":     guardedEscaper(texttemplate.HTMLEscaper),
-		"js":       guardedEscaper(texttemplate.JSEscaper),
-		"urlquery": guardedEscaper(texttemplate.URLQueryEscaper),
+		"printf":   run.printf,
+		"print":    run.print(fmt.Sprint),
+		"println":  run.print(fmt.Sprintln),
+		"html":     run.escaper(texttemplate.HTMLEscaper, htmlExpansion),
+		"js":       run.escaper(texttemplate.JSEscaper, jsExpansion),
+		"urlquery": run.escaper(texttemplate.URLQueryEscaper, urlQueryExpansion),
 	}
 	t, err := texttemplate.New(name).Funcs(funcs).Parse(content)
 	if err != nil {
@@ -217,6 +290,9 @@ func renderTemplate(name, content string, data map[string]any) (string, error) {
 		if tt.Tree == nil || tt.Tree.Root == nil {
 			continue
 		}
+		// Every list gets a step before each of its actions; a range's
+		// body and a template's body get one more at their start (one
+		// per iteration, one per call, even when they hold no action).
 		instrument(tt.Tree.Root, step)
 		tt.Tree.Root.Nodes = append([]parse.Node{step}, tt.Tree.Root.Nodes...)
 	}

@@ -496,6 +496,9 @@ func (r *Reconciler) maintainToken(ctx context.Context, s *scope, sec *corev1.Se
 	case bootstraptoken.Recreated:
 		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeNormal, EventTokenRecreated, "Bootstrap",
 			"Bootstrap token %s was gone from Cluster %s before %s joined; re-created it", id, s.cluster.Name, s.owner)
+	case bootstraptoken.Repaired:
+		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, EventTokenRecreated, "Bootstrap",
+			"Bootstrap token %s in Cluster %s had lost its ID, secret or usage before %s joined; wrote it again", id, s.cluster.Name, s.owner)
 	case bootstraptoken.Extended:
 		log.V(2).Info("Extended the bootstrap token", "expires", expires)
 	}

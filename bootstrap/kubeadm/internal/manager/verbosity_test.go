@@ -1,0 +1,54 @@
+package manager
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+)
+
+// TestVerbosityEndpointKeepsTheCap: the diagnostics server's log-level
+// endpoint refuses the levels the start-time flags refuse (from 8 on,
+// client-go logs request bodies: tokens, keys, bootstrap data) and sets the
+// others.
+func TestVerbosityEndpointKeepsTheCap(t *testing.T) {
+	opts, err := ParseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, metricsOpts, err := diagnosticsOptions(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler, ok := metricsOpts.ExtraHandlers[verbosityEndpoint]
+	if !ok {
+		t.Fatalf("the diagnostics server has no %s endpoint", verbosityEndpoint)
+	}
+	put := func(level string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, verbosityEndpoint, strings.NewReader(level)))
+		return rec
+	}
+	defer put("0")
+
+	if rec := put("3"); rec.Code != http.StatusOK || !klog.V(3).Enabled() || klog.V(4).Enabled() {
+		t.Fatalf("PUT 3: %d %q, verbosity 3 enabled %v, 4 enabled %v", rec.Code, rec.Body, klog.V(3).Enabled(), klog.V(4).Enabled())
+	}
+	for _, level := range []string{"8", "10", "4294967295"} {
+		rec := put(level)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "above 7 is refused") {
+			t.Errorf("PUT %s: %d %q, want 400 naming the cap", level, rec.Code, rec.Body)
+		}
+		if klog.V(4).Enabled() {
+			t.Fatalf("PUT %s raised the verbosity", level)
+		}
+	}
+	if rec := put("eight"); rec.Code != http.StatusBadRequest {
+		t.Errorf("PUT eight: %d, want 400", rec.Code)
+	}
+	if rec := put("7"); rec.Code != http.StatusOK || !klog.V(7).Enabled() {
+		t.Errorf("PUT 7 (the cap): %d %q", rec.Code, rec.Body)
+	}
+}

@@ -1,0 +1,137 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// allocatedBy returns the bytes f allocates (all of them, collected or not).
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// maxTemplateAllocation is what one render may allocate at most: the values
+// builtins build (maxTemplateBuilt) and the output, each with the copies fmt
+// and the escapers make on the way, and text/template's own bookkeeping.
+const maxTemplateAllocation = 6*maxTemplateBuilt + 4*maxTemplateOutput
+
+// largeValue is template text that builds a value of 256 KiB in $a within
+// the bounds, smallerValue one of 128 KiB.
+const (
+	largeValue   = `{{ $a := printf "%4096d" 0 }}{{ range 6 }}{{ $a = print $a $a }}{{ end }}`
+	smallerValue = `{{ $a := printf "%4096d" 0 }}{{ range 5 }}{{ $a = print $a $a }}{{ end }}`
+)
+
+// TestHostileTemplatesAreRefusedBeforeTheyAllocate: the shapes that took
+// gigabytes before (escapers given many large arguments; straight-line
+// templates building large values action after action; template text from a
+// Secret far over the inline limit) fail with their bound named, never the
+// template's text, having allocated no more than the budget allows.
+func TestHostileTemplatesAreRefusedBeforeTheyAllocate(t *testing.T) {
+	const marker = "s3cr3t-marker"
+	many := strings.Repeat(" $a", 200)
+	straight := largeValue + "{{/* " + marker + " */}}" + strings.Repeat(`{{ $v := print $a $a $a }}`, 200)
+	cases := map[string]struct {
+		content string
+		want    error
+	}{
+		"js of many large arguments":       {largeValue + `{{ js` + many + ` }}` + marker, errTemplateSize},
+		"html of many large arguments":     {largeValue + `{{ html` + many + ` }}` + marker, errTemplateSize},
+		"urlquery of many large arguments": {largeValue + `{{ urlquery` + many + ` }}` + marker, errTemplateSize},
+		"js of one argument, repeated":     {smallerValue + strings.Repeat(`{{ $v := js $a }}`, 100) + marker, errTemplateBuilt},
+		"straight-line values":             {straight, errTemplateBuilt},
+		"printf of many large arguments":   {largeValue + `{{ printf "%s"` + many + ` }}` + marker, errTemplateSize},
+		"text over the inline limit":       {strings.Repeat(`{{ $v := print "`+marker+`" }}`, 4000), errTemplateText},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var err error
+			allocated := allocatedBy(func() { _, err = renderTemplate("/etc/t.conf", tc.content, map[string]any{}) })
+			if !errors.Is(err, tc.want) && (err == nil || err.Error() != tc.want.Error()) {
+				t.Fatalf("error %v, want %v", err, tc.want)
+			}
+			if strings.Contains(err.Error(), marker) {
+				t.Errorf("the error quotes the template: %v", err)
+			}
+			if allocated > maxTemplateAllocation {
+				t.Errorf("allocated %d MiB before failing, budget %d MiB", allocated>>20, maxTemplateAllocation>>20)
+			}
+			t.Logf("%v after %d KiB allocated", err, allocated>>10)
+		})
+	}
+}
+
+// templateGrammar builds a template from fuzz input: each byte picks a
+// construct, among them the expensive shapes (values built from values,
+// escapers of many arguments, loops, nested template calls, output).
+func templateGrammar(program []byte) string {
+	var b strings.Builder
+	b.WriteString(`{{ define "t" }}{{ $a := print . . }}{{ $a }}{{ end }}{{ $a := "x" }}{{ $b := printf "%64d" 7 }}`)
+	depth := 0
+	for i, op := range program {
+		n := int(op>>4) + 1
+		args := strings.TrimSpace(strings.Repeat(" $a $b", n))
+		switch op % 12 {
+		case 0:
+			fmt.Fprintf(&b, `{{ $a = print %s }}`, args)
+		case 1:
+			fmt.Fprintf(&b, `{{ $b = printf "%%s%%q%%x" %s }}`, args)
+		case 2:
+			fmt.Fprintf(&b, `{{ $a = js %s }}`, args)
+		case 3:
+			fmt.Fprintf(&b, `{{ $b = html %s }}`, args)
+		case 4:
+			fmt.Fprintf(&b, `{{ $a = urlquery %s }}`, args)
+		case 5:
+			fmt.Fprintf(&b, `{{ range %d }}`, n*n*n*100)
+			depth++
+		case 6:
+			if depth > 0 {
+				b.WriteString(`{{ end }}`)
+				depth--
+			}
+		case 7:
+			b.WriteString(`{{ $a }}{{ $b }}`)
+		case 8:
+			b.WriteString(`{{ template "t" $a }}`)
+		case 9:
+			fmt.Fprintf(&b, `{{ $b = printf "%%%dd" %d }}`, n*256, i)
+		case 10:
+			fmt.Fprintf(&b, `{{ $a = println %s }}`, args)
+		case 11:
+			fmt.Fprintf(&b, `{{ $v := slice $a 0 }}{{ $a = print $v }}`)
+		}
+	}
+	b.WriteString(strings.Repeat(`{{ end }}`, depth))
+	return b.String()
+}
+
+// FuzzTemplateBudget: any template the grammar builds either renders or
+// fails with one of the bounds, within the allocation budget.
+func FuzzTemplateBudget(f *testing.F) {
+	for _, seed := range [][]byte{
+		{0x10, 0xf0, 0xf0, 0xf0, 0xf2},
+		{0xf5, 0xf0, 0x06, 0xf2},
+		{0x05, 0x08, 0x08, 0x06},
+		{0xf9, 0xf1, 0xf1, 0xf1, 0xf3},
+		{0x35, 0x35, 0x07, 0x06, 0x06},
+		[]byte(strings.Repeat("\xf0", 40)),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, program []byte) {
+		content := templateGrammar(program)
+		var err error
+		allocated := allocatedBy(func() { _, err = renderTemplate("/etc/t.conf", content, map[string]any{}) })
+		if allocated > maxTemplateAllocation {
+			t.Fatalf("allocated %d MiB (budget %d MiB), error %v, template %q", allocated>>20, maxTemplateAllocation>>20, err, content)
+		}
+	})
+}
