@@ -4,7 +4,10 @@
 package butane
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	butanecommon "github.com/coreos/butane/config/common"
@@ -12,6 +15,7 @@ import (
 	ignconfig "github.com/coreos/ignition/v2/config/v3_4"
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	"github.com/coreos/vcontext/report"
+	"github.com/coreos/vcontext/tree"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlerrors"
@@ -43,14 +47,18 @@ func translate(doc string, strict bool) (types.Config, []string, error) {
 	if err := yaml.Unmarshal([]byte(doc), &header); err != nil {
 		return types.Config{}, nil, fmt.Errorf("not valid YAML: %w", err)
 	}
+	added := 0 // header lines added in front, taken off positions again
 	switch {
 	case header.Variant == "" && header.Version == "":
 		doc = "variant: " + Variant + "\nversion: " + Version + "\n" + doc
+		added = 2
 	case header.Variant != Variant || header.Version != Version:
 		return types.Config{}, nil, fmt.Errorf("only variant %s version %s is supported (or omit both)", Variant, Version)
 	}
 	out, r, err := flatcarbutane.ToIgn3_4Bytes([]byte(doc), butanecommon.TranslateBytesOptions{})
+	shiftLines(&r, added)
 	if err != nil {
+		err = errors.New(shiftLineMentions(err.Error(), added))
 		if len(r.Entries) > 0 {
 			return types.Config{}, nil, fmt.Errorf("%v: %s", err, trimReport(r))
 		}
@@ -82,4 +90,37 @@ func trimReport(r report.Report) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// shiftLines moves a report's positions up by lines: the user's document
+// starts that many lines into what Butane read.
+func shiftLines(r *report.Report, lines int) {
+	if lines == 0 {
+		return
+	}
+	shifted := map[*tree.Pos]bool{} // entries at one place share their positions
+	for i := range r.Entries {
+		for _, p := range []*tree.Pos{r.Entries[i].Marker.StartP, r.Entries[i].Marker.EndP} {
+			if p != nil && !shifted[p] && p.Line > int64(lines) {
+				p.Line -= int64(lines)
+				shifted[p] = true
+			}
+		}
+	}
+}
+
+var lineMention = regexp.MustCompile(`\bline (\d+)`)
+
+// shiftLineMentions does shiftLines for "line N" in a parser's message.
+func shiftLineMentions(msg string, lines int) string {
+	if lines == 0 {
+		return msg
+	}
+	return lineMention.ReplaceAllStringFunc(msg, func(m string) string {
+		n, err := strconv.Atoi(strings.TrimPrefix(m, "line "))
+		if err != nil || n <= lines {
+			return m
+		}
+		return "line " + strconv.Itoa(n-lines)
+	})
 }

@@ -101,10 +101,10 @@ func whole(name, description string, isSet func(*bootstrapv1.KubeadmConfigSpec) 
 	}
 }
 
-// gzippedPatch sets a kubeadm patch with a gzip encoding.
+// gzippedPatch sets a kubeadm patch with a gzip encoding ("spec: {}").
 func gzippedPatch(s *bootstrapv1.KubeadmConfigSpec) {
 	s.InitConfiguration.Patches.Directory = "/etc/kubeadm/patches"
-	s.Files = []upstreambootstrapv1.File{{Path: "/etc/kubeadm/patches/etcd.yaml", Content: "H4sI", Encoding: upstreambootstrapv1.GzipBase64}}
+	s.Files = []upstreambootstrapv1.File{{Path: "/etc/kubeadm/patches/etcd.yaml", Content: "H4sIAAAAAAAC/ysuSE22Uqiu5QIAlQLavQkAAAA=", Encoding: upstreambootstrapv1.GzipBase64}}
 }
 
 // Rules is the table, in documentation order.

@@ -19,6 +19,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/clc"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
@@ -61,12 +62,33 @@ func ValidateWithWarnings(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate
 
 	errs = append(errs, CheckFormatFields(spec, base)...)
 	errs = append(errs, validatePlaceholders(spec, format, base)...)
+	// What the machine would fail on, decided where the renderers decide it;
+	// content whose encoding the format refuses is not decoded as well.
+	for _, e := range machinechecks.Files(spec.Files, base.Child("files")) {
+		if !reported(errs, strings.TrimSuffix(e.Field, ".content")+".encoding") {
+			errs = append(errs, e)
+		}
+	}
 	var warnings []string
+	if format == bootstrapv1.CloudConfig {
+		errs = append(errs, machinechecks.CloudInitDisks(spec.DiskSetup, base)...)
+	}
 	if format == bootstrapv1.Ignition {
-		ignErrs, ignWarnings := validateIgnitionSpec(&spec.Ignition, base.Child("ignition"))
+		errs = append(errs, machinechecks.IgnitionStorage(spec.DiskSetup, spec.Mounts, base)...)
+		ignErrs, ignWarnings := validateIgnitionSpec(spec, base)
 		errs, warnings = append(errs, ignErrs...), ignWarnings
 	}
 	return errs, warnings
+}
+
+// reported tells whether errs has an error at path.
+func reported(errs field.ErrorList, path string) bool {
+	for _, e := range errs {
+		if e.Field == path {
+			return true
+		}
+	}
+	return false
 }
 
 // validateCommon applies the checks upstream Cluster API makes for every
@@ -193,9 +215,17 @@ type extraConfig struct {
 	translate          func(doc string, strict bool) (types.Config, []string, error)
 }
 
-func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) (field.ErrorList, []string) {
+// validateIgnitionSpec checks spec.ignition of spec at base: the extra
+// configuration translates, and neither replaces what the bootstrap needs nor
+// a spec.files entry.
+func validateIgnitionSpec(spec *bootstrapv1.KubeadmConfigSpec, base *field.Path) (field.ErrorList, []string) {
+	specFiles := map[string]string{}
+	for i, f := range spec.Files {
+		specFiles[path.Clean(f.Path)] = base.Child("files").Index(i).String()
+	}
+	ign, at := &spec.Ignition, base.Child("ignition")
 	if ign.ContainerLinuxConfig.IsDefined() && ign.Butane.IsDefined() {
-		return field.ErrorList{field.Forbidden(path.Child("butane"), "containerLinuxConfig and butane are mutually exclusive: set one")}, nil
+		return field.ErrorList{field.Forbidden(at.Child("butane"), "containerLinuxConfig and butane are mutually exclusive: set one")}, nil
 	}
 	// Extra configuration that would fail at reconcile time fails admission
 	// instead, with the translator's own message; one translation gives the
@@ -209,7 +239,7 @@ func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) (fiel
 		if x.doc == "" {
 			continue
 		}
-		fp := path.Child(x.field, "additionalConfig")
+		fp := at.Child(x.field, "additionalConfig")
 		extra, ws, err := x.translate(x.doc, ptr.Deref(x.strict, false))
 		if err != nil {
 			return field.ErrorList{field.Invalid(fp, x.placeholder, err.Error())}, nil
@@ -217,6 +247,7 @@ func validateIgnitionSpec(ign *bootstrapv1.IgnitionSpec, path *field.Path) (fiel
 		for _, c := range ignitionguard.Conflicts(extra, fp.String()) {
 			errs = append(errs, field.Forbidden(fp, c))
 		}
+		warnings = append(warnings, ignitionguard.SpecFileOverlaps(extra, specFiles, fp.String())...)
 		for _, w := range ws {
 			warnings = append(warnings, fp.String()+": "+w)
 		}

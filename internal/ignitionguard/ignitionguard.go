@@ -82,3 +82,22 @@ func Conflicts(extra types.Config, where string) []string {
 	}
 	return out
 }
+
+// SpecFileOverlaps lists the files and links extra configuration writes at a
+// path a spec.files entry writes too (specFiles: clean path to the entry's
+// field). Ignition merges the extra configuration last, so its entry
+// replaces the spec's; admission says so in a warning.
+func SpecFileOverlaps(extra types.Config, specFiles map[string]string, where string) []string {
+	var out []string
+	for i, f := range extra.Storage.Files {
+		if field, ok := specFiles[path.Clean(f.Path)]; ok {
+			out = append(out, fmt.Sprintf("%s: storage.files[%d] writes %s, which %s writes too: the extra configuration's entry replaces it", where, i, path.Clean(f.Path), field))
+		}
+	}
+	for i, l := range extra.Storage.Links {
+		if field, ok := specFiles[path.Clean(l.Path)]; ok {
+			out = append(out, fmt.Sprintf("%s: storage.links[%d] at %s replaces what %s writes", where, i, path.Clean(l.Path), field))
+		}
+	}
+	return out
+}

@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 )
 
 // Header starts the user data. The jinja line lets kubeadm configuration use
@@ -119,6 +122,13 @@ func Build(p *plan.Plan) (*Config, error) {
 
 	configPath := p.DefaultConfigPath()
 	for _, f := range p.Files {
+		// cloud-init stops write_files at the first file that does not
+		// decode, the kubeadm configuration among those it never writes.
+		if f.Encoding != "" {
+			if _, err := f.Bytes(); err != nil {
+				return nil, err
+			}
+		}
 		c.WriteFiles = append(c.WriteFiles, WriteFile{
 			Path: f.Path, Encoding: string(f.Encoding), Owner: f.Owner, Permissions: f.Permissions,
 			Append: f.Append, Content: f.Content,
@@ -155,12 +165,12 @@ func Build(p *plan.Plan) (*Config, error) {
 		c.NTP = &NTP{Enabled: p.NTP.Enabled, Servers: p.NTP.Servers}
 	}
 
-	for i, part := range p.Partitions {
+	if errs := machinechecks.CloudInitDisks(upstreambootstrapv1.DiskSetup{Partitions: p.Partitions}, field.NewPath("spec")); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	for _, part := range p.Partitions {
 		if c.DiskSetup == nil {
 			c.DiskSetup = map[string]DiskLayout{}
-		}
-		if _, dup := c.DiskSetup[part.Device]; dup {
-			return nil, fmt.Errorf("spec.diskSetup.partitions[%d]: device %q is listed twice", i, part.Device)
 		}
 		d := DiskLayout{TableType: part.TableType, Overwrite: part.Overwrite, Layout: part.Layout != nil && *part.Layout}
 		if len(part.DiskLayout) > 0 {

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -22,10 +21,14 @@ import (
 	vpath "github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
 	"github.com/vincent-petithory/dataurl"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
@@ -372,7 +375,12 @@ func addNTP(cfg *types.Config, p *plan.Plan) {
 
 // addStorage adds disks, filesystems and one mount unit per spec.mounts entry
 // (fields as in fstab: what, where, type, options); it returns the mount points.
+// Devices and mounts pass the checks admission applies (machinechecks) first.
 func addStorage(cfg *types.Config, p *plan.Plan) ([]string, error) {
+	disks := upstreambootstrapv1.DiskSetup{Partitions: p.Partitions, Filesystems: p.Filesystems}
+	if errs := machinechecks.IgnitionStorage(disks, p.Mounts, field.NewPath("spec")); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
 	for i, part := range p.Partitions {
 		path := fmt.Sprintf("spec.diskSetup.partitions[%d]", i)
 		if part.TableType != "" && part.TableType != "gpt" {
@@ -381,13 +389,14 @@ func addStorage(cfg *types.Config, p *plan.Plan) ([]string, error) {
 		if len(part.DiskLayout) > 0 {
 			return nil, fmt.Errorf("%s.diskLayout: Ignition sizes partitions in MiB, not in percentages of the disk", path)
 		}
-		d := types.Disk{Device: part.Device, WipeTable: part.Overwrite}
+		device, _ := machinechecks.IgnitionDevice(part.Device, nil)
+		d := types.Disk{Device: device, WipeTable: part.Overwrite}
 		if ptr.Deref(part.Layout, false) {
 			d.Partitions = []types.Partition{{Number: 1}} // one partition over the whole disk
 		}
 		cfg.Storage.Disks = append(cfg.Storage.Disks, d)
 	}
-	labels := map[string]string{}
+	labels := map[string]bool{}
 	for i, fs := range p.Filesystems {
 		path := fmt.Sprintf("spec.diskSetup.filesystems[%d]", i)
 		if fs.Partition != "" {
@@ -396,10 +405,11 @@ func addStorage(cfg *types.Config, p *plan.Plan) ([]string, error) {
 		if fs.ReplaceFS != "" {
 			return nil, fmt.Errorf("%s.replaceFS: not supported by Ignition", path)
 		}
-		f := types.Filesystem{Device: fs.Device, Format: ptr.To(fs.Filesystem), WipeFilesystem: fs.Overwrite}
+		device, _ := machinechecks.IgnitionDevice(fs.Device, nil)
+		f := types.Filesystem{Device: device, Format: ptr.To(fs.Filesystem), WipeFilesystem: fs.Overwrite}
 		if fs.Label != "" {
 			f.Label = ptr.To(fs.Label)
-			labels[fs.Label] = fs.Device
+			labels[fs.Label] = true
 		}
 		for _, o := range fs.ExtraOpts {
 			f.Options = append(f.Options, types.FilesystemOption(o))
@@ -408,32 +418,15 @@ func addStorage(cfg *types.Config, p *plan.Plan) ([]string, error) {
 	}
 
 	var mountPoints []string
-	for i, m := range p.Mounts {
-		if len(m) < 2 {
-			return nil, fmt.Errorf("spec.mounts[%d]: needs at least a device and a mount point", i)
-		}
-		what, where := m[0], m[1]
-		if !strings.HasPrefix(where, "/") {
-			return nil, fmt.Errorf("spec.mounts[%d]: mount point %q must be absolute", i, where)
-		}
-		switch {
-		case strings.HasPrefix(what, "LABEL="):
-			what = "/dev/disk/by-label/" + strings.TrimPrefix(what, "LABEL=")
-		case strings.HasPrefix(what, "UUID="):
-			what = "/dev/disk/by-uuid/" + strings.TrimPrefix(what, "UUID=")
-		case labels[what] != "":
-			what = "/dev/disk/by-label/" + what
-		}
+	for _, m := range p.Mounts {
+		what, _ := machinechecks.IgnitionMountSource(m, labels)
+		where := m[1]
 		var b strings.Builder
 		b.WriteString("[Unit]\nDescription=Mount " + where + " (Cluster API)\nBefore=" + UnitName + "\n")
 		if len(m) > 5 {
 			// fstab's sixth field, the fsck pass: systemd's fstab generator
 			// checks a block device before mounting it unless the pass is 0.
-			pass, err := strconv.Atoi(strings.TrimSpace(m[5]))
-			if err != nil || pass < 0 {
-				return nil, fmt.Errorf("spec.mounts[%d][5]: the fsck pass must be a number (0 to skip the check)", i)
-			}
-			if pass > 0 && strings.HasPrefix(what, "/dev/") {
+			if pass, _ := strconv.Atoi(strings.TrimSpace(m[5])); pass > 0 && strings.HasPrefix(what, "/dev/") {
 				fsck := "systemd-fsck@" + unit.UnitNamePathEscape(what) + ".service"
 				b.WriteString("Requires=" + fsck + "\nAfter=" + fsck + "\n")
 			}
@@ -448,9 +441,6 @@ func addStorage(cfg *types.Config, p *plan.Plan) ([]string, error) {
 		}
 		b.WriteString("\n[Install]\nWantedBy=multi-user.target\n")
 		name := unit.UnitNamePathEscape(where) + ".mount"
-		if slices.ContainsFunc(cfg.Systemd.Units, func(u types.Unit) bool { return u.Name == name }) {
-			return nil, fmt.Errorf("spec.mounts[%d]: mount point %q is listed twice", i, where)
-		}
 		cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{Name: name, Enabled: ptr.To(true), Contents: ptr.To(b.String())})
 		mountPoints = append(mountPoints, where)
 	}

@@ -9,9 +9,7 @@ package plan
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/base64"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
@@ -204,47 +203,21 @@ type File struct {
 
 // Bytes returns the file's content as it must appear on disk.
 func (f File) Bytes() ([]byte, error) {
-	switch f.Encoding {
-	case "":
-		return []byte(f.Content), nil
-	case upstreambootstrapv1.Base64:
-		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(f.Content))
-		if err != nil {
-			return nil, fmt.Errorf("%s: content is not valid base64: %w", f.Source, err)
-		}
-		return b, nil
-	case upstreambootstrapv1.Gzip:
-		return gunzip([]byte(f.Content), f.Source)
-	case upstreambootstrapv1.GzipBase64:
-		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(f.Content))
-		if err != nil {
-			return nil, fmt.Errorf("%s: content is not valid base64: %w", f.Source, err)
-		}
-		return gunzip(b, f.Source)
+	b, err := machinechecks.Decode(f.Encoding, f.Content)
+	if err != nil {
+		return nil, fmt.Errorf("%s: with encoding %s, the content %w", f.Source, f.Encoding, err)
 	}
-	return nil, fmt.Errorf("%s: unknown encoding %q", f.Source, f.Encoding)
+	return b, nil
 }
 
-func gunzip(b []byte, source string) ([]byte, error) {
-	r, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: content is not valid gzip: %w", source, err)
-	}
-	out, err := io.ReadAll(io.LimitReader(r, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s: content is not valid gzip: %w", source, err)
-	}
-	return out, nil
-}
-
-// Mode parses Permissions (octal, e.g. "0640"); ok is false when unset.
+// Mode is the file's permissions as a mode; ok is false when none are set.
 func (f File) Mode() (mode int, ok bool, err error) {
 	if f.Permissions == "" {
 		return 0, false, nil
 	}
-	m, err := strconv.ParseUint(f.Permissions, 8, 32)
-	if err != nil || m > 0o7777 {
-		return 0, false, fmt.Errorf("%s: permissions %q are not an octal file mode", f.Source, f.Permissions)
+	m, err := machinechecks.Mode(f.Permissions)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s.permissions: %w", f.Source, err)
 	}
 	return int(m), true, nil
 }

@@ -121,7 +121,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %s: %s", in.name, at, msg)
 	}
 	if o.validate {
-		if _, errs, _ := fieldrules.ValidateAnnotated(in.annotations, in.spec, gates, in.annotationsPath, in.specPath); len(errs) > 0 {
+		_, errs, warnings := fieldrules.ValidateAnnotated(in.annotations, in.spec, gates, in.annotationsPath, in.specPath)
+		// Admission's warnings, as kubectl prints them.
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "Warning: %s\n", w)
+		}
+		if len(errs) > 0 {
 			return fmt.Errorf("%s is invalid:\n%s", in.name, formatErrors(errs))
 		}
 	}

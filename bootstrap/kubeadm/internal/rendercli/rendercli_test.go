@@ -237,3 +237,33 @@ spec:
 		t.Fatalf("raw by annotation with its gate off: %d\n%s", code, errOut)
 	}
 }
+
+// TestValidatePrintsAdmissionWarnings: what admission would warn about (a
+// decimal mode in Butane, which reaches the machine as another mode) is
+// printed by --validate too, and the data still renders.
+func TestValidatePrintsAdmissionWarnings(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfg, []byte(`apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfig
+metadata: {name: w}
+spec:
+  format: ignition
+  joinConfiguration: {nodeRegistration: {name: node-a}}
+  ignition:
+    butane:
+      additionalConfig: |
+        storage:
+          files:
+          - path: /etc/x
+            mode: 644
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "-f", cfg, "--kubernetes-version", "v1.36.3", "--control-plane-endpoint", "1.2.3.4:6443", "--validate", "--feature-gates", "KubeadmBootstrapFormatIgnition=true")
+	if code != 0 || out == "" {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	if !strings.Contains(errOut, "Warning: spec.ignition.butane.additionalConfig:") || !strings.Contains(errOut, "octal") || !strings.Contains(errOut, "line 4") {
+		t.Errorf("--validate does not print admission's warning on the decimal mode (at the user's line 4):\n%s", errOut)
+	}
+}

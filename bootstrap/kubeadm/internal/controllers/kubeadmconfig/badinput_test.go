@@ -134,9 +134,12 @@ func badInputs() []badInput {
 		{
 			name: "renderer refuses the plan",
 			setup: func(f *fixture) *bootstrapv1.KubeadmConfig {
-				s := joinSpec(bootstrapv1.Ignition, false)
-				s.Mounts = []upstreambootstrapv1.MountPoints{{"/dev/sdb", "/data"}, {"/dev/sdc", "/data"}}
-				_, cfg := f.machine("w", false, s)
+				// Admission cannot read a Secret's content: base64 that
+				// does not decode reaches the renderer, which refuses it
+				// rather than have cloud-init stop writing files.
+				f.secret("b64", map[string]string{"k": "not base64!"})
+				_, cfg := f.machine("w", false, withFiles(upstreambootstrapv1.File{Path: "/etc/b64", Encoding: upstreambootstrapv1.Base64,
+					ContentFrom: upstreambootstrapv1.FileSource{Secret: upstreambootstrapv1.SecretFileSource{Name: "b64", Key: "k"}}}))
 				return cfg
 			},
 			condition: dataCondition, reason: kubeadmconfig.ReasonRenderFailed,
