@@ -169,26 +169,13 @@ func (m Manager) Keep(ctx context.Context, owner Owner, id string, secretOf func
 	if err != nil {
 		return time.Time{}, Unchanged, err
 	}
-	if existing == nil {
-		tok, err := secretOf(ctx)
-		if err != nil {
-			return time.Time{}, Unchanged, err
-		}
-		if tok.ID != id {
-			return time.Time{}, Unchanged, fmt.Errorf("bootstrap token %s: the recorded token has ID %s", id, tok.ID)
-		}
-		expires := m.now().Add(m.TTL)
-		if err := m.Client.Create(ctx, m.secretFor(owner, tok, expires)); err != nil {
-			return time.Time{}, Unchanged, fmt.Errorf("re-creating %s: %w", tok, err)
-		}
-		return expires, Recreated, nil
-	}
-	if !owns(existing, owner) {
+	if existing != nil && !owns(existing, owner) {
 		return time.Time{}, Unchanged, fmt.Errorf("bootstrap token %s: %w", id, ErrNotOwned)
 	}
-	if !intact(existing, id) {
-		// Whatever emptied it, the machine still has the recorded token:
-		// write that again rather than extend a Secret nobody can join with.
+	if existing == nil || !intact(existing, id) {
+		// Gone, or emptied by whatever: the machine still has the recorded
+		// token, so that is what is written again (a Secret nobody can join
+		// with is not worth extending).
 		tok, err := secretOf(ctx)
 		if err != nil {
 			return time.Time{}, Unchanged, err
@@ -197,7 +184,14 @@ func (m Manager) Keep(ctx context.Context, owner Owner, id string, secretOf func
 			return time.Time{}, Unchanged, fmt.Errorf("bootstrap token %s: the recorded token has ID %s", id, tok.ID)
 		}
 		expires := m.now().Add(m.TTL)
-		existing.Data = m.secretFor(owner, tok, expires).Data
+		want := m.secretFor(owner, tok, expires)
+		if existing == nil {
+			if err := m.Client.Create(ctx, want); err != nil {
+				return time.Time{}, Unchanged, fmt.Errorf("re-creating %s: %w", tok, err)
+			}
+			return expires, Recreated, nil
+		}
+		existing.Data = want.Data
 		if err := m.Client.Update(ctx, existing); err != nil {
 			return time.Time{}, Unchanged, fmt.Errorf("repairing bootstrap token %s: %w", id, err)
 		}
