@@ -216,16 +216,38 @@ func (a *Agent) path(p string) string {
 	return filepath.Join(a.Root, p)
 }
 
-// openRoot opens the directory every write stays beneath: a path of the
-// data, or a symbolic link met on the way, that would lead out of it fails.
-func (a *Agent) openRoot() (*os.Root, error) {
-	dir := a.Root
-	if dir == "" {
-		dir = "/"
+// fileTree is where the agent writes: names are relative to its top.
+type fileTree interface {
+	MkdirAll(name string, perm os.FileMode) error
+	OpenFile(name string, flag int, perm os.FileMode) (*os.File, error)
+	Rename(oldname, newname string) error
+	Remove(name string) error
+	Close() error
+}
+
+// machineRoot is the machine's own root: nothing can lead out of it, and
+// its absolute symbolic links (/var/run on most distributions) are the
+// system's, to be followed.
+type machineRoot struct{}
+
+func (machineRoot) MkdirAll(name string, perm os.FileMode) error { return os.MkdirAll("/"+name, perm) }
+func (machineRoot) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile("/"+name, flag, perm)
+}
+func (machineRoot) Rename(oldname, newname string) error { return os.Rename("/"+oldname, "/"+newname) }
+func (machineRoot) Remove(name string) error             { return os.Remove("/" + name) }
+func (machineRoot) Close() error                         { return nil }
+
+// openRoot opens the tree every write stays beneath: the machine's root, or
+// Root through os.Root, where a path of the data or a symbolic link met on
+// the way that would lead out of it fails.
+func (a *Agent) openRoot() (fileTree, error) {
+	if a.Root == "" || filepath.Clean(a.Root) == "/" {
+		return machineRoot{}, nil
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := os.OpenRoot(a.Root)
 	if err != nil {
-		return nil, fmt.Errorf("opening the root %s: %w", dir, err)
+		return nil, fmt.Errorf("opening the root %s: %w", a.Root, err)
 	}
 	return root, nil
 }
@@ -244,7 +266,7 @@ type owner struct{ uid, gid int }
 // bits), then renamed over p. So nobody reads the content under an older,
 // looser mode, and a symbolic link where the file goes is replaced, never
 // followed.
-func write(root *os.Root, p string, content []byte, mode os.FileMode, own *owner) error {
+func write(root fileTree, p string, content []byte, mode os.FileMode, own *owner) error {
 	name := inRoot(p)
 	if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return err
@@ -306,7 +328,7 @@ func fileMode(permissions string) (os.FileMode, error) {
 	return mode, nil
 }
 
-func (a *Agent) writeFile(root *os.Root, f rawv1.File) error {
+func (a *Agent) writeFile(root fileTree, f rawv1.File) error {
 	mode, err := fileMode(f.Permissions)
 	if err != nil {
 		return fmt.Errorf("file %s: %w", f.Path, err)
