@@ -24,11 +24,7 @@ var (
 
 // managerArgs turn on both gated formats and shorten the token TTL so that
 // extensions happen within a test.
-// managerArgs are the suite's manager flags. The bootstrap token TTL is 30 s
-// for every scenario, so that each exercises token upkeep (a machine that
-// takes more than 15 s to join gets its token extended) and the short-TTL
-// scenario needs no manager of its own.
-var managerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true", "--bootstrap-token-ttl=30s"}
+var managerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true"}
 
 func TestMain(m *testing.M) {
 	host.RunIfHost()

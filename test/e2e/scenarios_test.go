@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +21,7 @@ import (
 // TestCloudConfigCluster: one cloud-config control plane, two cloud-config
 // workers; cloud-init runs each machine's data, kubeadm inits and joins.
 func TestCloudConfigCluster(t *testing.T) {
-	t.Parallel() // its own cluster; the test that restarts the manager runs first, alone
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	w := newWorkloadCluster(t, "cloud-config")
 	w.controlPlaneMachine("cloud-config-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "retired", Inactive: ptr.To(true)}, {Name: "ops", Passwd: "$6$rounds=4096$salt$hash"}}
@@ -104,7 +103,7 @@ func TestIgnitionCluster(t *testing.T) {
 // secret without its config, no bootstrap token of this provider in the
 // workload cluster once every machine joined.
 func TestRawClusterScales(t *testing.T) {
-	t.Parallel() // its own cluster; the test that restarts the manager runs first, alone
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	w := newWorkloadCluster(t, "raw")
 	w.controlPlaneMachine("raw-cp-0", bootstrapv1.Raw)
 	w.machineDeployment("raw-md", bootstrapv1.Raw, 2, 0)
@@ -120,7 +119,7 @@ func TestRawClusterScales(t *testing.T) {
 // TestMixedFormats: a cloud-config control plane with one raw and one
 // Ignition MachineDeployment in the same cluster.
 func TestMixedFormats(t *testing.T) {
-	t.Parallel() // its own cluster; the test that restarts the manager runs first, alone
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	w := newWorkloadCluster(t, "mixed")
 	w.controlPlaneMachine("mixed-cp-0", bootstrapv1.CloudConfig)
 	w.machineDeployment("mixed-raw", bootstrapv1.Raw, 1, 0)
@@ -138,7 +137,7 @@ func TestMixedFormats(t *testing.T) {
 // replaced by one of another format; Cluster API rolls the machines; the old
 // machines keep their data until they go, the new ones join with theirs.
 func TestRolloutToAnotherFormat(t *testing.T) {
-	t.Parallel() // its own cluster; the test that restarts the manager runs first, alone
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	ctx := context.Background()
 	w := newWorkloadCluster(t, "rollout")
 	w.controlPlaneMachine("rollout-cp-0", bootstrapv1.CloudConfig)
@@ -186,15 +185,12 @@ func TestRolloutToAnotherFormat(t *testing.T) {
 	w.expectNothingLeftBehind(3)
 }
 
-// TestShortTokenTTL: with the suite's 30s bootstrap token TTL, a worker
-// that boots 75s after getting its data still joins (the controller extends
-// its token until the machine has a node), and MachinePools of each format
-// rotate their tokens while instances keep joining (testMachinePools).
+// TestShortTokenTTL: with a 30s bootstrap token TTL, a worker that boots
+// 75s after getting its data still joins (the controller extends its token
+// until the machine has a node), and MachinePools of each format rotate
+// their tokens while instances keep joining (testMachinePools).
 func TestShortTokenTTL(t *testing.T) {
-	t.Parallel() // its own cluster; the suite's manager has the short TTL
-	if !slices.Contains(managerArgs, "--bootstrap-token-ttl=30s") {
-		t.Fatal("the suite's manager must run with --bootstrap-token-ttl=30s")
-	}
+	withManagerArgs(t, append([]string{"--bootstrap-token-ttl=30s"}, managerArgs...)...)
 	w := newWorkloadCluster(t, "ttl")
 	w.controlPlaneMachine("ttl-cp-0", bootstrapv1.CloudConfig)
 	w.machineDeployment("ttl-slow", bootstrapv1.Raw, 1, 75*time.Second)
@@ -208,7 +204,7 @@ func TestShortTokenTTL(t *testing.T) {
 // --control-plane with the certificates its data carries: its own etcd
 // member, API server, controller manager and scheduler.
 func TestSecondControlPlane(t *testing.T) {
-	t.Parallel() // its own cluster; the test that restarts the manager runs first, alone
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	w := newWorkloadCluster(t, "ha")
 	w.controlPlaneMachine("ha-cp-0", bootstrapv1.CloudConfig)
 	w.expectNodes(w.waitForMachines(1, 5*time.Minute))
