@@ -18,7 +18,9 @@ TOOLS_CACHE=${CABPK_TOOLS_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cabpk-formats
 export GOFLAGS=-mod=mod
 export GOTOOLCHAIN=local
 
-log() { printf '[tools] %s\n' "$*" >&2; }
+# Each line says how long this run has taken so far, so a cold run's log shows
+# where its time goes.
+log() { printf '[tools %4ds] %s\n' "${SECONDS}" "$*" >&2; }
 
 # major v1.36.3 -> 1; minor v1.36.3 -> 36.
 major() { local v=${1#v}; echo "${v%%.*}"; }
@@ -28,7 +30,7 @@ tool_path() {
   case "$1" in
     envtest) echo "${TOOLS_CACHE}/envtest/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}-${ETCD_VERSION}" ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubeadm | kubectl | kubelet | kube-proxy) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}/$1" ;;
-    coredns) echo "${TOOLS_CACHE}/coredns/${COREDNS_VERSION}/coredns" ;;
+    coredns) echo "${TOOLS_CACHE}/coredns/${COREDNS_VERSION}-${COREDNS_BUILD}/coredns" ;;
     node-images) echo "${TOOLS_CACHE}/node-images/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}-etcd${ETCD_VERSION}-coredns${COREDNS_VERSION}-r${NODE_IMAGES_REVISION}" ;;
     etcd) echo "${TOOLS_CACHE}/etcd/${ETCD_VERSION}/etcd" ;;
     controller-gen) echo "${TOOLS_CACHE}/controller-gen/${CONTROLLER_GEN_VERSION}/controller-gen" ;;
@@ -45,18 +47,29 @@ tool_path() {
 # inside a throwaway module so that the tool's dependencies never touch this
 # repo's go.mod.
 build_in_wrapper() {
-  local out=$1 gomod=$2 pkg=$3 ldflags=${4:-} cgo=${CGO:-0} dir
+  local out=$1 gomod=$2 pkg=$3 ldflags=${4:-}
+  build_wrapper "${out}" "${gomod}" "$(printf 'package tools\n\nimport _ "%s"\n' "${pkg}")" tools.go "${ldflags}" "${pkg}"
+}
+
+# build_wrapper <out> <go.mod body> <Go source> <its file name> <ldflags> <package...>:
+# the throwaway module holds the one source file. An <out> ending in / is a
+# directory that receives one binary per package.
+build_wrapper() {
+  local out=$1 gomod=$2 src=$3 file=$4 ldflags=$5 cgo=${CGO:-0} dir tmp
+  shift 5
   dir=$(mktemp -d)
   printf '%s\n' "${gomod}" >"${dir}/go.mod"
-  printf 'package tools\n\nimport _ "%s"\n' "${pkg}" >"${dir}/tools.go"
+  printf '%s' "${src}" >"${dir}/${file}"
   (cd "${dir}" && go mod tidy >/dev/null 2>&1 || true)
-  mkdir -p "$(dirname "${out}")"
-  if ! (cd "${dir}" && CGO_ENABLED=${cgo} go build -trimpath -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}"); then
-    rm -rf "${dir}" "${out}.tmp"
+  tmp="${out%/}.tmp"
+  mkdir -p "$(dirname "${tmp}")"
+  [[ "${out}" == */ ]] && mkdir -p "${tmp}" && tmp="${tmp}/"
+  if ! (cd "${dir}" && CGO_ENABLED=${cgo} go build -trimpath -ldflags "${ldflags}" -o "${tmp}" "$@"); then
+    rm -rf "${dir}" "${tmp}"
     return 1
   fi
   rm -rf "${dir}"
-  mv "${out}.tmp" "${out}"
+  [[ "${out}" == */ ]] || mv "${tmp}" "${out}"
 }
 
 # Kubernetes' go.mod replaces its staging modules with local paths; a wrapper
@@ -71,12 +84,26 @@ kubernetes_gomod() {
     "${KUBERNETES_VERSION}" "${replaces}"
 }
 
-build_kubernetes_cmd() {
-  local name=$1 out
-  out=$(tool_path "${name}")
-  [[ -x "${out}" ]] && return 0
-  log "building ${name} ${KUBERNETES_VERSION} (several minutes on a cold cache)"
-  build_in_wrapper "${out}" "$(kubernetes_gomod)" "k8s.io/kubernetes/cmd/${name}" "$(kubernetes_version_ldflags)"
+# build_kubernetes_cmds <name>...: builds the missing ones in one go build, so
+# that Kubernetes' module graph is loaded once and the links run side by side.
+build_kubernetes_cmds() {
+  local name missing=() pkgs=() staging
+  for name in "$@"; do
+    [[ -x "$(tool_path "${name}")" ]] || missing+=("${name}")
+  done
+  [[ ${#missing[@]} -gt 0 ]] || return 0
+  log "building ${missing[*]} ${KUBERNETES_VERSION} (several minutes on a cold cache)"
+  for name in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/${name}"); done
+  staging="${TOOLS_CACHE}/.kubernetes-build-$$"
+  local imports
+  imports=$(printf '\t_ "%s"\n' "${pkgs[@]}")
+  build_wrapper "${staging}/" "$(kubernetes_gomod)" "$(printf 'package tools\n\nimport (\n%s\n)\n' "${imports}")" tools.go \
+    "$(kubernetes_version_ldflags)" "${pkgs[@]}" || return 1
+  for name in "${missing[@]}"; do
+    mkdir -p "$(dirname "$(tool_path "${name}")")"
+    mv "${staging}.tmp/${name}" "$(tool_path "${name}")"
+  done
+  rm -rf "${staging}.tmp"
 }
 
 # The version stamp Kubernetes' own build (hack/lib/version.sh) puts in its
@@ -124,14 +151,23 @@ build_clusterctl() {
     sigs.k8s.io/cluster-api/cmd/clusterctl "-X sigs.k8s.io/cluster-api/version.gitVersion=${CLUSTER_API_VERSION} -X sigs.k8s.io/cluster-api/version.gitMajor=$(major "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitMinor=$(minor "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 }
 
-# CoreDNS for the e2e nodes' coredns image, every plugin of its release.
+# CoreDNS for the e2e nodes' coredns image, with the plugins kubeadm's Corefile
+# names (cmd/kubeadm/app/phases/addons/dns) and log, the way CoreDNS documents
+# building it with a chosen plugin set: its full build links every cloud DNS
+# back end and tracer, minutes of a cold build for code no node runs.
+COREDNS_PLUGINS=(errors health ready kubernetes metrics forward cache loop reload loadbalance log)
 build_coredns() {
-  local out
+  local out main plugin
   out=$(tool_path coredns)
   [[ -x "${out}" ]] && return 0
-  log "building coredns ${COREDNS_VERSION}"
-  build_in_wrapper "${out}" "$(printf 'module cabpk-formats.local/coredns\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "${COREDNS_VERSION}")" \
-    github.com/coredns/coredns
+  log "building coredns ${COREDNS_VERSION} (plugins: ${COREDNS_PLUGINS[*]})"
+  main=$'package main\n\nimport (\n\t"github.com/coredns/coredns/coremain"\n'
+  for plugin in "${COREDNS_PLUGINS[@]}"; do
+    main+=$'\t_ "github.com/coredns/coredns/plugin/'"${plugin}"$'"\n'
+  done
+  main+=$')\n\nfunc main() { coremain.Run() }\n'
+  build_wrapper "${out}" "$(printf 'module cabpk-formats.local/coredns\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "${COREDNS_VERSION}")" \
+    "${main}" main.go "-X github.com/coredns/coredns/coremain.GitCommit=${COREDNS_VERSION}" .
 }
 
 # What makes an e2e host a node, from Debian's packages: the container
@@ -154,7 +190,7 @@ build_node_images() {
 }
 
 build_envtest() {
-  build_kubernetes_cmd kube-apiserver
+  build_kubernetes_cmds kube-apiserver
   build_etcd
   local dir
   dir=$(tool_path envtest)
@@ -183,6 +219,8 @@ apt_install() {
 # apt_install_package <package> <why> <file it provides>
 apt_install_package() {
   [[ -e "$3" ]] && return 0
+  apt_wait
+  [[ -e "$3" ]] && return 0
   log "installing Debian's $1 ($2)"
   local sudo=()
   [[ $(id -u) -eq 0 ]] || sudo=(sudo)
@@ -191,17 +229,46 @@ apt_install_package() {
     { "${sudo[@]}" apt-get update >/dev/null && "${sudo[@]}" apt-get install -y --no-install-recommends "$1" >/dev/null; }
 }
 
+# Debian's packages download and unpack in the background while Go compiles
+# (the one needs the network, the other the CPUs); apt_install_package waits
+# for them before it installs anything itself.
+APT_PID=
+apt_in_background() {
+  [[ -z "${APT_PID}" ]] || return 0
+  (
+    apt_install_package libblkid-dev "Ignition links libblkid" /usr/include/blkid/blkid.h
+    build cloud-init
+    build podman
+    install_node_packages
+  ) &
+  APT_PID=$!
+}
+
+apt_wait() {
+  [[ -n "${APT_PID}" ]] || return 0
+  local pid=${APT_PID}
+  APT_PID=
+  wait "${pid}" || { log "installing Debian's packages failed (see above)"; return 1; }
+}
+
+KUBERNETES_CMDS=(kube-apiserver kubeadm kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
+
 build() {
   case "$1" in
-    all) for t in envtest kubeadm kubectl clusterctl controller-gen ignition-validate cloud-init podman e2e; do build "${t}"; done ;;
-    # What the e2e machines run besides kubeadm: the rest of a control plane, and Ignition.
+    all)
+      apt_in_background
+      build_kubernetes_cmds "${KUBERNETES_CMDS[@]}"
+      for t in envtest clusterctl controller-gen ignition-validate cloud-init podman e2e; do build "${t}"; done
+      ;;
     # What the e2e machines run: kubeadm, the kubelet with containerd and the
     # control-plane images, the consumers (Ignition, cloud-init).
-    e2e) for t in envtest kubeadm kube-controller-manager kube-scheduler kubelet node-images ignition cloud-init; do build "${t}"; done ;;
+    e2e)
+      apt_in_background
+      build_kubernetes_cmds "${KUBERNETES_CMDS[@]}"
+      for t in envtest kubeadm kube-controller-manager kube-scheduler kubelet node-images ignition cloud-init; do build "${t}"; done
+      ;;
     envtest) build_envtest ;;
-    kubeadm) build_kubernetes_cmd kubeadm ;;
-    kubectl) build_kubernetes_cmd kubectl ;;
-    kube-controller-manager | kube-scheduler | kubelet | kube-proxy) build_kubernetes_cmd "$1" ;;
+    kubeadm | kubectl | kube-controller-manager | kube-scheduler | kubelet | kube-proxy) build_kubernetes_cmds "$1" ;;
     coredns) build_coredns ;;
     node-packages) install_node_packages ;;
     node-images) build_node_images ;;
@@ -223,3 +290,4 @@ fi
 for t in "${@:-all}"; do
   build "${t}"
 done
+apt_wait

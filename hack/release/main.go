@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 
@@ -36,6 +35,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 )
 
 // ImageName is the manager image's repository name under the registry, as
@@ -70,11 +70,6 @@ func main() {
 	}
 }
 
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
 func run(o options) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -104,7 +99,7 @@ func run(o options) error {
 	if err := os.WriteFile(filepath.Join(o.out, "bootstrap-components.yaml"), components, 0o644); err != nil {
 		return err
 	}
-	metadata, err := os.ReadFile(filepath.Join(repoRoot(), "metadata.yaml"))
+	metadata, err := os.ReadFile(filepath.Join(repodir.Root(), "metadata.yaml"))
 	if err != nil {
 		return err
 	}
@@ -142,7 +137,7 @@ func buildManager(platform v1.Platform) ([]byte, error) {
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "manager")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", out, "./bootstrap/kubeadm/cmd/manager")
-	cmd.Dir = repoRoot()
+	cmd.Dir = repodir.Root()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+platform.OS, "GOARCH="+platform.Architecture)
 	if platform.Variant != "" && platform.Architecture == "arm" {
 		cmd.Env = append(cmd.Env, "GOARM="+strings.TrimPrefix(platform.Variant, "v"))
@@ -198,7 +193,7 @@ func Components(image string) ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	// An overlay next to nothing: kustomize wants the base as a relative path.
-	base, err := filepath.Rel(dir, filepath.Join(repoRoot(), "bootstrap", "kubeadm", "config", "default"))
+	base, err := filepath.Rel(dir, filepath.Join(repodir.Root(), "bootstrap", "kubeadm", "config", "default"))
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func toolPath(name string) (string, error) {
 	case Benchstat:
 		return filepath.Join(CacheDir(), name, v["BENCHSTAT_VERSION"], name), nil
 	case CoreDNS:
-		return filepath.Join(CacheDir(), name, v["COREDNS_VERSION"], name), nil
+		return filepath.Join(CacheDir(), name, v["COREDNS_VERSION"]+"-"+v["COREDNS_BUILD"], name), nil
 	case CloudInit, Podman, Containerd, Ctr, Runc:
 		return exec.LookPath(name)
 	}

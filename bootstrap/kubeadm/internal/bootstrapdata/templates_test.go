@@ -31,7 +31,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/moduledir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks/conversion"
 )
@@ -194,7 +194,7 @@ func onlyExpectedWarnings(name string, err error) bool {
 func TestRealFlatcarTemplates(t *testing.T) {
 	gates := allGatesOn(t)
 	for _, src := range flatcarTemplates {
-		dir := testenv.ModuleDir(t, src.module, src.version)
+		dir := moduledir.Of(t, src.module, src.version)
 		for _, file := range src.files {
 			for _, ts := range specsOf(t, filepath.Join(dir, file)) {
 				name := src.module + "/" + file + ": " + ts.name
@@ -262,7 +262,7 @@ func admit(t *testing.T, spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.
 // with fmt.Sprintf, read from the Go source with go/parser.
 func upstreamCLCInputs(t *testing.T) map[string]string {
 	t.Helper()
-	dir := testenv.ModuleDir(t, "sigs.k8s.io/cluster-api", "v1.14.2")
+	dir := moduledir.Of(t, "sigs.k8s.io/cluster-api", "v1.14.2")
 	out := map[string]string{}
 	for _, file := range []string{"bootstrap/kubeadm/pkg/ignition/ignition_test.go", "bootstrap/kubeadm/pkg/ignition/clc/clc_test.go"} {
 		fset := token.NewFileSet()

@@ -19,7 +19,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/moduledir"
 )
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
@@ -30,7 +30,7 @@ var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 // Flatcar upgrade notes.
 func butaneDocExamples(t *testing.T) map[string]string {
 	t.Helper()
-	dir := testenv.ModuleDir(t, "github.com/coreos/butane", "")
+	dir := moduledir.Of(t, "github.com/coreos/butane", "")
 	out := map[string]string{}
 	header := regexp.MustCompile(`(?m)^variant: \S+\nversion: \S+\n`)
 	for _, doc := range []string{"docs/examples.md", "docs/upgrading-flatcar.md"} {

@@ -1,4 +1,6 @@
-package testenv
+// Package moduledir finds Go modules' source in the module cache, for tests
+// that read other projects' files as a corpus.
+package moduledir
 
 import (
 	"encoding/json"
@@ -7,12 +9,12 @@ import (
 	"testing"
 )
 
-// ModuleDir returns the directory of a Go module's source, for tests that
+// Of returns the directory of a Go module's source, for tests that
 // read other projects' files (templates, test data, docs) as a corpus. With
 // a version, the module is downloaded through the Go module proxy into the
 // module cache (outside this module, whose go.mod stays as it is); without
 // one, it is the version this module builds with.
-func ModuleDir(t testing.TB, module, version string) string {
+func Of(t testing.TB, module, version string) string {
 	t.Helper()
 	var cmd *exec.Cmd
 	if version == "" {

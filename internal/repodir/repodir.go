@@ -1,0 +1,35 @@
+// Package repodir finds this repository's root directory at run time, for the
+// tests, the demo and the release tool that read its manifests and examples.
+package repodir
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/mod/modfile"
+)
+
+// ModulePath is this repository's Go module.
+const ModulePath = "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm"
+
+// Root is the nearest directory at or above the working directory whose go.mod
+// declares this module: tests run in their package's directory, the demo and
+// the tools in the root. It is not derived from a source file's path, which a
+// -trimpath build (make test's) does not keep.
+func Root() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("repodir: %v", err))
+	}
+	for d := dir; ; {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && modfile.ModulePath(b) == ModulePath {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			panic(fmt.Sprintf("repodir: %s is not inside a checkout of %s", dir, ModulePath))
+		}
+		d = parent
+	}
+}
