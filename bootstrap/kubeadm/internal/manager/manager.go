@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	goruntime "runtime"
 	"strconv"
 	"time"
 
@@ -40,6 +41,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	capisetup "sigs.k8s.io/cluster-api/bootstrap/kubeadm/setup"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/controllers/crdmigrator"
 	"sigs.k8s.io/cluster-api/controllers/remote"
 	capifeature "sigs.k8s.io/cluster-api/feature"
 	capiflags "sigs.k8s.io/cluster-api/util/flags"
@@ -56,7 +58,10 @@ import (
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 const (
-	leaderElectionID = "kubeadm-bootstrap-formats-manager-leader-election"
+	// leaderElectionID is upstream's lease: the Deployment keeps upstream's
+	// name, so a swap or rollback applied over it must never run both
+	// managers' leaders at once.
+	leaderElectionID = "kubeadm-bootstrap-manager-leader-election-capi"
 	controllerName   = "cabpk-formats-manager"
 )
 
@@ -75,6 +80,8 @@ type Options struct {
 	watchNamespace      string
 	healthAddr          string
 	profilerAddr        string
+	contentionProfiling bool
+	skipCRDMigration    []string
 	syncPeriod          time.Duration
 	restQPS             float32
 	restBurst           int
@@ -106,6 +113,9 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.watchNamespace, "namespace", "", "Only watch this namespace (default: all namespaces).")
 	fs.StringVar(&o.healthAddr, "health-addr", ":9440", "Address the /healthz and /readyz endpoints bind to.")
 	fs.StringVar(&o.profilerAddr, "profiler-address", "", "Address to serve pprof on (disabled when empty), e.g. localhost:6060.")
+	fs.BoolVar(&o.contentionProfiling, "contention-profiling", false, "Record blocking events for the profiler (block profile).")
+	fs.StringSliceVar(&o.skipCRDMigration, "skip-crd-migration-phases", nil,
+		fmt.Sprintf("CRD migration phases to skip, of %s and %s.", crdmigrator.StorageVersionMigrationPhase, crdmigrator.CleanupManagedFieldsPhase))
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "Minimum interval between full resyncs of watched objects.")
 	fs.Float32Var(&o.restQPS, "kube-api-qps", 100, "Queries per second allowed towards the management cluster's API server.")
 	fs.IntVar(&o.restBurst, "kube-api-burst", 200, "Burst of queries allowed towards the management cluster's API server.")
@@ -165,6 +175,11 @@ func (o *Options) validate() error {
 	}
 	if o.gates.Enabled(feature.ReconcilerRateLimiting) && !o.gates.Enabled(feature.PriorityQueue) {
 		return fmt.Errorf("--feature-gates: %s needs %s", feature.ReconcilerRateLimiting, feature.PriorityQueue)
+	}
+	for _, p := range o.skipCRDMigration {
+		if p != string(crdmigrator.StorageVersionMigrationPhase) && p != string(crdmigrator.CleanupManagedFieldsPhase) {
+			return fmt.Errorf("--skip-crd-migration-phases: unknown phase %q (known: %s, %s)", p, crdmigrator.StorageVersionMigrationPhase, crdmigrator.CleanupManagedFieldsPhase)
+		}
 	}
 	return checkVerbosity(o.logs)
 }
@@ -304,7 +319,13 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 
+	if opts.contentionProfiling {
+		goruntime.SetBlockProfileRate(1)
+	}
 	if err := webhooks.SetupWithManager(mgr, opts.gates); err != nil {
+		return nil, err
+	}
+	if err := setupCRDMigrator(ctx, mgr, opts); err != nil {
 		return nil, err
 	}
 	if err := setupController(ctx, mgr, opts); err != nil {
@@ -321,6 +342,31 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 	}
 
 	return mgr, nil
+}
+
+// The CRD migrator's rights: read CRDs, update this provider's (their
+// storedVersions), and rewrite its objects in the storage version.
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions;customresourcedefinitions/status,verbs=update;patch,resourceNames=kubeadmconfigs.bootstrap.cluster.x-k8s.io;kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs;kubeadmconfigtemplates,verbs=get;list;watch;patch;update
+
+// setupCRDMigrator runs Cluster API's CRD migrator for this provider's
+// kinds, as upstream's manager does: objects stored in an older version are
+// rewritten in the storage version and the CRD's storedVersions trimmed, so
+// that an older version can later be removed from the CRD.
+func setupCRDMigrator(ctx context.Context, mgr ctrl.Manager, opts *Options) error {
+	skip := make([]crdmigrator.Phase, 0, len(opts.skipCRDMigration))
+	for _, p := range opts.skipCRDMigration {
+		skip = append(skip, crdmigrator.Phase(p))
+	}
+	return (&crdmigrator.CRDMigrator{
+		Client:                 mgr.GetClient(),
+		APIReader:              mgr.GetAPIReader(),
+		SkipCRDMigrationPhases: skip,
+		Config: map[client.Object]crdmigrator.ByObjectConfig{
+			&bootstrapv1.KubeadmConfig{}:         {UseCache: false, UseStatusForStorageVersionMigration: true},
+			&bootstrapv1.KubeadmConfigTemplate{}: {UseCache: false},
+		},
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1})
 }
 
 // setupController starts the cluster cache (connections to workload clusters)
