@@ -139,16 +139,37 @@ build_ignition() {
     github.com/coreos/ignition/v2/internal "-X github.com/coreos/ignition/v2/internal/distro.selinuxRelabel=false -X github.com/coreos/ignition/v2/internal/version.Raw=${IGNITION_VERSION}"
 }
 
+# in_module <module> <version>: whether this repository's go.mod builds the
+# module at exactly that version. A tool from such a module is built here
+# (build_here), compiled as make test compiles this module (static,
+# -trimpath), so vet and the tests reuse most of its packages.
+in_module() {
+  [[ "$(cd "${repo_root}" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' "$1" 2>/dev/null)" == "$2" ]]
+}
+
+# build_here <out> <package> [ldflags]
+build_here() {
+  local out=$1 pkg=$2 ldflags=${3:-}
+  mkdir -p "$(dirname "${out}")"
+  (cd "${repo_root}" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}") || { rm -f "${out}.tmp"; return 1; }
+  mv "${out}.tmp" "${out}"
+}
+
 # clusterctl from the Cluster API release go.mod pins, with its version stamped
 # so that it knows which contract it speaks.
 build_clusterctl() {
-  local out
+  local out ldflags
   out=$(tool_path clusterctl)
   [[ -x "${out}" ]] && return 0
   log "building clusterctl ${CLUSTER_API_VERSION}"
+  ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=${CLUSTER_API_VERSION} -X sigs.k8s.io/cluster-api/version.gitMajor=$(major "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitMinor=$(minor "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
+  if in_module sigs.k8s.io/cluster-api "${CLUSTER_API_VERSION}"; then
+    build_here "${out}" sigs.k8s.io/cluster-api/cmd/clusterctl "${ldflags}"
+    return
+  fi
   # Cluster API's go.mod replaces its api module with a local path; pin the release instead.
   build_in_wrapper "${out}" "$(printf 'module cabpk-formats.local/clusterctl\n\ngo 1.26\n\nrequire (\n\tsigs.k8s.io/cluster-api %s\n\tsigs.k8s.io/cluster-api/api %s\n)\n\nreplace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api %s\n' "${CLUSTER_API_VERSION}" "${CLUSTER_API_VERSION}" "${CLUSTER_API_VERSION}")" \
-    sigs.k8s.io/cluster-api/cmd/clusterctl "-X sigs.k8s.io/cluster-api/version.gitVersion=${CLUSTER_API_VERSION} -X sigs.k8s.io/cluster-api/version.gitMajor=$(major "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitMinor=$(minor "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
+    sigs.k8s.io/cluster-api/cmd/clusterctl "${ldflags}"
 }
 
 # CoreDNS for the e2e nodes' coredns image, with the plugins kubeadm's Corefile
@@ -199,11 +220,17 @@ build_envtest() {
   ln -sf "$(tool_path etcd)" "${dir}/etcd"
 }
 
+# go_install <name> <package> <version> [module]: from this repository's
+# module when it has the module at that version (build_here), else go install.
 go_install() {
-  local name=$1 pkg=$2 version=$3 out gobin
+  local name=$1 pkg=$2 version=$3 module=${4:-} out gobin
   out=$(tool_path "${name}")
   [[ -x "${out}" ]] && return 0
   log "installing ${name} ${version}"
+  if [[ -n "${module}" ]] && in_module "${module}" "${version}"; then
+    build_here "${out}" "${pkg}"
+    return
+  fi
   gobin=$(mktemp -d)
   GOBIN="${gobin}" CGO_ENABLED=0 GOFLAGS= go install -trimpath "${pkg}@${version}"
   mkdir -p "$(dirname "${out}")"
@@ -274,8 +301,8 @@ build() {
     node-images) build_node_images ;;
     ignition) build_ignition ;;
     clusterctl) build_clusterctl ;;
-    controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" ;;
-    ignition-validate) go_install ignition-validate github.com/coreos/ignition/v2/validate "${IGNITION_VERSION}" ;;
+    controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" sigs.k8s.io/controller-tools ;;
+    ignition-validate) go_install ignition-validate github.com/coreos/ignition/v2/validate "${IGNITION_VERSION}" github.com/coreos/ignition/v2 ;;
     benchstat) go_install benchstat golang.org/x/perf/cmd/benchstat "${BENCHSTAT_VERSION}" ;;
     cloud-init) apt_install cloud-init "for its schema check" ;;
     podman) apt_install podman "to load the release's image tarballs as docker load would" ;;

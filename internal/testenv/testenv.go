@@ -127,6 +127,9 @@ func NewEnvironment(opts Options) (*Environment, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}}
+	// Owner references that block deletion need update rights on the owner's
+	// finalizers (OpenShift-based management clusters enforce this).
+	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	if opts.WithClusterAPI {
 		if env.clusterAPICRDs, err = ClusterAPICRDDir(); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,13 @@ import (
 // TLS port and certificate envtest registered with the API server, until the
 // test ends. Env must have been started WithWebhooks.
 func (e *Env) ServeWebhooks(t testing.TB, gates featuregate.FeatureGate) {
+	t.Helper()
+	e.StartWebhooks(t, gates)
+}
+
+// StartWebhooks is ServeWebhooks until stop is called (or the test ends), so
+// that a manager can take over the port.
+func (e *Env) StartWebhooks(t testing.TB, gates featuregate.FeatureGate) (stop func()) {
 	t.Helper()
 	opts := e.Environment.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
@@ -38,15 +46,20 @@ func (e *Env) ServeWebhooks(t testing.TB, gates featuregate.FeatureGate) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Logf("webhook manager: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Logf("webhook manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	if err := WaitForTLS(fmt.Sprintf("%s:%d", opts.LocalServingHost, opts.LocalServingPort), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	return stop
 }
 
 // WaitForTLS waits until addr completes a TLS handshake.

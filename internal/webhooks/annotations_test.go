@@ -136,10 +136,24 @@ func TestKubeadmControlPlaneIsCheckedForItsFormat(t *testing.T) {
 	if err := env.Client.Patch(ctx, good, patch); err != nil {
 		t.Fatalf("scaling an admitted KubeadmControlPlane: %v", err)
 	}
-	// ...changing what it renders does not.
+	// ...and so does changing what the refusal is not about (updates
+	// ratchet: only what an update changes is judged)...
 	patch = client.MergeFrom(good.DeepCopy())
 	good.Spec.KubeadmConfigSpec.JoinConfiguration.NodeRegistration.Name = "changed"
-	if err := env.Client.Patch(ctx, good, patch); err == nil || !strings.Contains(err.Error(), "KubeadmBootstrapFormatRaw") {
-		t.Fatalf("changing the spec with raw's gate off: %v", err)
+	if err := env.Client.Patch(ctx, good, patch); err != nil {
+		t.Fatalf("changing an unrelated field with raw's gate off: %v", err)
+	}
+	// ...while what the update brings is judged in full.
+	patch = client.MergeFrom(good.DeepCopy())
+	good.Spec.MachineTemplate.ObjectMeta.Annotations = map[string]string{bootstrapv1.FormatAnnotation: "ignition"}
+	if err := env.Client.Patch(ctx, good, patch); err == nil || !strings.Contains(err.Error(), "KubeadmBootstrapFormatIgnition") {
+		t.Fatalf("changing to a gated format: %v", err)
+	}
+	setGates(t, false, true)
+	good.Spec.MachineTemplate.ObjectMeta.Annotations = raw
+	patch = client.MergeFrom(good.DeepCopy())
+	good.Spec.KubeadmConfigSpec.PostKubeadmCommands = []string{"echo hi"}
+	if err := env.Client.Patch(ctx, good, patch); err == nil || !strings.Contains(err.Error(), "spec.kubeadmConfigSpec.postKubeadmCommands") {
+		t.Fatalf("adding a field raw does not take: %v", err)
 	}
 }

@@ -86,8 +86,16 @@ func validateConfig(c *bootstrapv1.KubeadmConfig, gates featuregate.FeatureGate)
 // annotations in place onto configs it made long ago (a control plane moved
 // to another format while its old machines await their rollout), and
 // refusing that would stop KCP for a change without effect.
+//
+// Every update ratchets (see ratchet): what was refused only because a rule
+// is newer than the object, or stricter than upstream's provider that
+// admitted it, is refused only where the update changes it.
 func (w *KubeadmConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
 	errs, warnings := validateConfig(newC, w.Gates)
+	if len(errs) > 0 {
+		oldErrs, _ := validateConfig(oldC, w.Gates)
+		errs = ratchet(errs, oldErrs, oldC, newC)
+	}
 	if !dataSecretExists(oldC) {
 		return warnings, invalid("KubeadmConfig", newC.Name, errs)
 	}
@@ -103,6 +111,10 @@ func (w *KubeadmConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv
 		return warnings, invalid("KubeadmConfig", newC.Name, errs)
 	}
 	errs, warnings = fieldrules.ValidateWithWarnings(&newC.Spec, w.Gates, field.NewPath("spec"))
+	if len(errs) > 0 {
+		oldErrs, _ := fieldrules.ValidateWithWarnings(&oldC.Spec, w.Gates, field.NewPath("spec"))
+		errs = ratchet(errs, oldErrs, oldC, newC)
+	}
 	for _, a := range []string{bootstrapv1.FormatAnnotation, bootstrapv1.IgnitionButaneAnnotation} {
 		if changed(a) {
 			warnings = append(warnings, fmt.Sprintf("%s: changes nothing: the bootstrap data secret %q already exists",

@@ -75,12 +75,19 @@ func applyPreviousUpstreamDefaults(spec *bootstrapv1.KubeadmConfigSpec) {
 
 // ValidateCreate validates a new template.
 func (w *KubeadmConfigTemplate) ValidateCreate(_ context.Context, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
-	return w.validate(t)
+	errs, warnings := w.validate(t)
+	return warnings, invalid("KubeadmConfigTemplate", t.Name, errs)
 }
 
-// ValidateUpdate validates a changed template; templates may change (as upstream).
-func (w *KubeadmConfigTemplate) ValidateUpdate(_ context.Context, _, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
-	return w.validate(t)
+// ValidateUpdate validates a changed template; templates may change (as
+// upstream), and updates ratchet (see ratchet).
+func (w *KubeadmConfigTemplate) ValidateUpdate(_ context.Context, oldT, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
+	errs, warnings := w.validate(t)
+	if len(errs) > 0 {
+		oldErrs, _ := w.validate(oldT)
+		errs = ratchet(errs, oldErrs, oldT, t)
+	}
+	return warnings, invalid("KubeadmConfigTemplate", t.Name, errs)
 }
 
 // ValidateDelete allows every deletion.
@@ -88,10 +95,10 @@ func (w *KubeadmConfigTemplate) ValidateDelete(context.Context, *bootstrapv1.Kub
 	return nil, nil
 }
 
-// validate returns the template's admission warnings and denial.
-func (w *KubeadmConfigTemplate) validate(t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
+// validate returns the template's errors and admission warnings.
+func (w *KubeadmConfigTemplate) validate(t *bootstrapv1.KubeadmConfigTemplate) (field.ErrorList, admission.Warnings) {
 	_, errs, warnings := fieldrules.ValidateAnnotated(t.Spec.Template.ObjectMeta.Annotations, &t.Spec.Template.Spec, w.Gates,
 		field.NewPath("spec", "template", "metadata", "annotations"), field.NewPath("spec", "template", "spec"))
 	errs = append(errs, t.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
-	return warnings, invalid("KubeadmConfigTemplate", t.Name, errs)
+	return errs, warnings
 }

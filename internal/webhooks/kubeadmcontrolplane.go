@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -86,26 +85,14 @@ func (w *KubeadmControlPlaneBootstrap) Handle(_ context.Context, req admission.R
 	}
 	_, errs, warnings := fieldrules.ValidateAnnotated(part.MachineTemplate.ObjectMeta.Annotations, &part.KubeadmConfigSpec, w.Gates, annotationsPath, specPath)
 	if len(errs) > 0 && len(req.OldObject.Raw) > 0 {
-		// Ratchet: what rendered the same before may stay as it is.
-		if old, _, _, err := decodeKCP(req.Kind.Kind, req.OldObject.Raw); err == nil && sameBootstrap(old, part) {
-			return admission.Allowed("").WithWarnings(warnings...)
+		// Ratchet: what is as it was may stay as it is.
+		if old, _, _, err := decodeKCP(req.Kind.Kind, req.OldObject.Raw); err == nil {
+			_, oldErrs, _ := fieldrules.ValidateAnnotated(old.MachineTemplate.ObjectMeta.Annotations, &old.KubeadmConfigSpec, w.Gates, annotationsPath, specPath)
+			errs = ratchet(errs, oldErrs, req.OldObject.Raw, req.Object.Raw)
 		}
 	}
 	if len(errs) > 0 {
 		return admission.Denied(fmt.Sprintf("%s %q is invalid for the bootstrap provider: %v", req.Kind.Kind, req.Name, errs.ToAggregate()))
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
-}
-
-// sameBootstrap is true when two objects make the same KubeadmConfigs: the
-// same kubeadmConfigSpec and the same annotations of this provider.
-func sameBootstrap(a, b *kcpBootstrapPart) bool {
-	for _, k := range []string{bootstrapv1.FormatAnnotation, bootstrapv1.IgnitionButaneAnnotation} {
-		va, oka := a.MachineTemplate.ObjectMeta.Annotations[k]
-		vb, okb := b.MachineTemplate.ObjectMeta.Annotations[k]
-		if va != vb || oka != okb {
-			return false
-		}
-	}
-	return equality.Semantic.DeepEqual(a.KubeadmConfigSpec, b.KubeadmConfigSpec)
 }

@@ -282,6 +282,41 @@ func TestUpdates(t *testing.T) {
 	}
 }
 
+// TestUpdatesRatchet: objects admitted before a rule applied to them (here:
+// Ignition objects stored while its gate was on) stay writable through the
+// API server for what does not touch the refused field; a change of that
+// field is refused as on create.
+func TestUpdatesRatchet(t *testing.T) {
+	ctx := context.Background()
+	setGates(t, true, true)
+	c := config(bootstrapv1.Ignition)
+	tmpl := template(bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.Ignition})
+	for _, o := range []client.Object{c, tmpl} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setGates(t, false, true)
+	defer setGates(t, true, true)
+	c.Labels = map[string]string{"synced": "yes"}
+	c.Spec.JoinConfiguration.NodeRegistration.Name = "renamed"
+	if err := env.Client.Update(ctx, c); err != nil {
+		t.Fatalf("an unrelated update of a stored Ignition config with the gate now off: %v", err)
+	}
+	tmpl.Labels = map[string]string{"synced": "yes"}
+	if err := env.Client.Update(ctx, tmpl); err != nil {
+		t.Fatalf("an unrelated update of a stored Ignition template with the gate now off: %v", err)
+	}
+	c.Spec.Format = bootstrapv1.Raw
+	if err := env.Client.Update(ctx, c); err != nil {
+		t.Fatalf("leaving the gated format: %v", err)
+	}
+	c.Spec.Format = bootstrapv1.Ignition
+	if err := env.Client.Update(ctx, c); err == nil || !strings.Contains(err.Error(), string(feature.KubeadmBootstrapFormatIgnition)) {
+		t.Fatalf("changing to the gated format must be refused: %v", err)
+	}
+}
+
 // TestUpstreamManifestsAreAdmitted: manifests written the way upstream's
 // documentation, templates and KubeadmControlPlane write them are admitted by
 // upstream v1.14.2's own validation, and are then admitted here, unchanged

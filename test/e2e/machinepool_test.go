@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -231,14 +230,14 @@ func (w *workloadCluster) scalePool(name string, replicas int32) {
 }
 
 // poolTokenID is the ID (never the secret) of the bootstrap token in a
-// pool's data secret.
+// pool's KubeadmConfig spec, where the controller records it.
 func (w *workloadCluster) poolTokenID(name string) string {
 	w.t.Helper()
-	s := &corev1.Secret{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), s); err != nil {
+	cfg := &bootstrapv1.KubeadmConfig{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), cfg); err != nil {
 		w.t.Fatal(err)
 	}
-	id, _, _ := strings.Cut(string(s.Data["bootstrap-token"]), ".")
+	id, _, _ := strings.Cut(cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token, ".")
 	return id
 }
 

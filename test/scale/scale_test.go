@@ -7,19 +7,15 @@
 package scale
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -342,29 +338,9 @@ func createMachine(ctx context.Context, ns string, i int) error {
 	return mgmt.Client.Create(ctx, cfg)
 }
 
-// manager is a manager binary running for one measurement.
-type manager struct {
-	cmd         *exec.Cmd
-	done        chan error
-	logs        string
-	metricsAddr string
-}
-
+// startManager runs one implementation's binary watching namespace ns.
 func startManager(b *testing.B, impl, ns string, kubeconfig []byte) *manager {
-	dir := b.TempDir()
-	kc := filepath.Join(dir, "kubeconfig")
-	must(b, os.WriteFile(kc, kubeconfig, 0o600))
-	m := &manager{done: make(chan error, 1), logs: filepath.Join(dir, "manager.log"), metricsAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))}
-	args := []string{
-		"--kubeconfig=" + kc,
-		"--namespace=" + ns,
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", testenv.FreePort(b)),
-		"--diagnostics-address=" + m.metricsAddr, "--insecure-diagnostics",
-		// The API server calls the webhooks the test serves; this one's are idle.
-		fmt.Sprintf("--webhook-port=%d", testenv.FreePort(b)),
-		"--webhook-cert-dir=" + mgmt.Environment.WebhookInstallOptions.LocalServingCertDir,
-		"--feature-gates=KubeadmBootstrapFormatIgnition=true",
-	}
+	args := []string{"--namespace=" + ns, "--feature-gates=KubeadmBootstrapFormatIgnition=true"}
 	if impl == "upstream" {
 		args = append(args, "--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields")
 	}
@@ -372,79 +348,21 @@ func startManager(b *testing.B, impl, ns string, kubeconfig []byte) *manager {
 	// (--clustercache-client-qps, 20 by default in both) that otherwise caps
 	// both at 20 token creates a second.
 	args = append(args, strings.Fields(os.Getenv("SCALE_FLAGS"))...)
-	m.cmd = exec.Command(filepath.Join(binDir, impl), args...)
-	logFile, err := os.Create(m.logs)
-	must(b, err)
-	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
-	must(b, m.cmd.Start())
-	go func() { m.done <- m.cmd.Wait(); logFile.Close() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := m.scrape(); err == nil {
-			return m
-		}
-		select {
-		case err := <-m.done:
-			b.Fatalf("%s manager exited: %v\n%s", impl, err, m.logTail())
-		default:
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s manager's metrics never answered\n%s", impl, m.logTail())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return &manager{testenv.StartManager(b, testenv.ManagerOptions{
+		Binary: filepath.Join(binDir, impl), Name: impl, Kubeconfig: kubeconfig,
+		WebhookCertDir: mgmt.Environment.WebhookInstallOptions.LocalServingCertDir, Args: args,
+	})}
 }
 
-func (m *manager) stop(b *testing.B) {
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(30 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-	}
-}
+// manager is a manager binary running for one measurement.
+type manager struct{ *testenv.Manager }
 
-func (m *manager) logTail() string {
-	data, _ := os.ReadFile(m.logs)
-	if len(data) > 4000 {
-		data = data[len(data)-4000:]
-	}
-	return string(data)
-}
+func (m *manager) stop(*testing.B) { m.Stop() }
 
-// scrape reads the manager's Prometheus metrics (Go runtime and process
-// collectors are registered by controller-runtime).
-func (m *manager) scrape() (map[string]float64, error) {
-	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metrics: %s", resp.Status)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || strings.Contains(name, "{") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[name] = v
-		}
-	}
-	return out, sc.Err()
-}
+func (m *manager) logTail() string { return m.LogTail() }
 
 func (m *manager) metric(b *testing.B, name string) float64 {
-	all, err := m.scrape()
+	all, err := m.Scrape()
 	must(b, err)
 	v, ok := all[name]
 	if !ok {

@@ -169,8 +169,13 @@ func (s *Stack) progress(msg string) {
 // waits until its webhooks answer.
 func (s *Stack) startManager() error {
 	hooks := s.env.WebhookInstallOptions
+	// The manager has the release's rights only, not the tests' admin.
+	kubeconfig, err := s.env.WriteManagerKubeconfig(s.opts.StateDir)
+	if err != nil {
+		return err
+	}
 	args := append([]string{
-		"--kubeconfig=" + s.Kubeconfig,
+		"--kubeconfig=" + kubeconfig,
 		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
 		"--webhook-cert-dir=" + hooks.LocalServingCertDir,
 		"--health-addr=127.0.0.1:0",

@@ -93,20 +93,19 @@ func TestKeepExtendsRecreatesAndLeavesFreshTokensAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recorded := func(context.Context) (bootstraptoken.Token, error) { return tok, nil }
-	got, did, err := m.Keep(ctx, owner, tok.ID, recorded)
+	got, did, err := m.Keep(ctx, owner, tok)
 	if err != nil || did != bootstraptoken.Unchanged || !got.Equal(expires) {
 		t.Fatalf("a fresh token must not be written: %v %v %v", got, did, err)
 	}
 	clk.t = m.NextCheck(expires)
-	got, did, err = m.Keep(ctx, owner, tok.ID, recorded)
+	got, did, err = m.Keep(ctx, owner, tok)
 	if err != nil || did != bootstraptoken.Extended || !got.Equal(clk.t.Add(m.TTL)) {
 		t.Fatalf("at the half-way check the token must be extended: %v %v %v", got, did, err)
 	}
 	if err := c.Delete(ctx, tokenSecret(t, c, tok.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if _, did, err = m.Keep(ctx, owner, tok.ID, recorded); err != nil || did != bootstraptoken.Recreated {
+	if _, did, err = m.Keep(ctx, owner, tok); err != nil || did != bootstraptoken.Recreated {
 		t.Fatalf("a deleted token must be re-created: %v %v", did, err)
 	}
 	s := tokenSecret(t, c, tok.ID)
@@ -115,28 +114,82 @@ func TestKeepExtendsRecreatesAndLeavesFreshTokensAlone(t *testing.T) {
 	}
 }
 
-func TestDeleteOnlyOwnedTokens(t *testing.T) {
+// TestTokensKnownByTheirSecretNotTheirOwnersUID: after clusterctl move or a
+// restore the KubeadmConfig has a new UID, and tokens upstream's provider made
+// carry no UID at all; the token is still kept and deleted. A token made by
+// hand that has the same ID (another secret half) is neither.
+func TestTokensKnownByTheirSecretNotTheirOwnersUID(t *testing.T) {
 	m, c, _ := newManager()
 	ctx := context.Background()
 	tok, _, err := m.Create(ctx, owner, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := bootstraptoken.Owner{UID: "uid-2"}
-	if err := m.Delete(ctx, other, tok.ID); !errors.Is(err, bootstraptoken.ErrNotOwned) {
-		t.Fatalf("deleting someone else's token: %v", err)
+	moved := bootstraptoken.Owner{UID: "uid-after-move", Namespace: owner.Namespace, Name: owner.Name}
+	if _, did, err := m.Keep(ctx, moved, tok); err != nil || did != bootstraptoken.Unchanged {
+		t.Fatalf("keeping the token after a move: %v %v", did, err)
 	}
-	if _, _, err := m.Keep(ctx, other, tok.ID, nil); !errors.Is(err, bootstraptoken.ErrNotOwned) {
-		t.Fatalf("keeping someone else's token: %v", err)
+	if made, err := m.MadeByProvider(ctx, tok); err != nil || !made {
+		t.Fatalf("MadeByProvider of a token this provider made: %v %v", made, err)
 	}
-	if err := m.Delete(ctx, owner, tok.ID); err != nil {
+	impostor := bootstraptoken.Token{ID: tok.ID, Secret: "ffffffffffffffff"}
+	if err := m.Delete(ctx, moved, impostor); !errors.Is(err, bootstraptoken.ErrNotOwned) {
+		t.Fatalf("deleting with another secret half: %v", err)
+	}
+	if _, _, err := m.Keep(ctx, moved, impostor); !errors.Is(err, bootstraptoken.ErrNotOwned) {
+		t.Fatalf("keeping with another secret half: %v", err)
+	}
+	if made, err := m.MadeByProvider(ctx, impostor); err != nil || made {
+		t.Fatalf("MadeByProvider with another secret half: %v %v", made, err)
+	}
+	if err := m.Delete(ctx, moved, tok); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Delete(ctx, owner, tok.ID); err != nil {
+	if err := m.Delete(ctx, moved, tok); err != nil {
 		t.Fatalf("deleting a gone token: %v", err)
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: bootstraputil.BootstrapTokenSecretName(tok.ID)}, &corev1.Secret{}); err == nil {
 		t.Fatal("token still there")
+	}
+}
+
+// TestUpstreamAndHandMadeTokens: a token upstream's provider made (its
+// description, no label) is a provider's; one made with kubeadm token create
+// is not, and is never kept or deleted.
+func TestUpstreamAndHandMadeTokens(t *testing.T) {
+	m, c, _ := newManager()
+	ctx := context.Background()
+	put := func(id, secret, description string) bootstraptoken.Token {
+		t.Helper()
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: bootstraputil.BootstrapTokenSecretName(id), Namespace: metav1.NamespaceSystem},
+			Type:       bootstrapapi.SecretTypeBootstrapToken,
+			Data: map[string][]byte{
+				bootstrapapi.BootstrapTokenIDKey:               []byte(id),
+				bootstrapapi.BootstrapTokenSecretKey:           []byte(secret),
+				bootstrapapi.BootstrapTokenExpirationKey:       []byte("2026-12-03T12:05:00Z"),
+				bootstrapapi.BootstrapTokenUsageAuthentication: []byte("true"),
+				bootstrapapi.BootstrapTokenDescriptionKey:      []byte(description),
+			},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		return bootstraptoken.Token{ID: id, Secret: secret}
+	}
+	upstream := put("up0000", "0123456789abcdef", bootstraptoken.Description)
+	handMade := put("hand00", "0123456789abcdef", "made with kubeadm token create")
+	if made, err := m.MadeByProvider(ctx, upstream); err != nil || !made {
+		t.Fatalf("upstream's token: %v %v", made, err)
+	}
+	if made, err := m.MadeByProvider(ctx, handMade); err != nil || made {
+		t.Fatalf("a hand-made token: %v %v", made, err)
+	}
+	if made, err := m.MadeByProvider(ctx, bootstraptoken.Token{ID: "gone00", Secret: "0123456789abcdef"}); err != nil || made {
+		t.Fatalf("a token that does not exist: %v %v", made, err)
+	}
+	if _, did, err := m.Keep(ctx, bootstraptoken.Owner{UID: "any"}, upstream); err != nil || did != bootstraptoken.Extended {
+		t.Fatalf("keeping upstream's token (5 minutes of 15 left): %v %v", did, err)
 	}
 }
 
@@ -156,7 +209,7 @@ func TestTokenNeverPrintsItsSecret(t *testing.T) {
 }
 
 // FuzzKeepTokenSecretShapes: whatever shape a token Secret this provider
-// owns has been left in (fields missing, empty, malformed; no data at all),
+// made has been left in (fields missing, empty, malformed; no data at all),
 // Keep neither panics nor leaves it unusable: afterwards the Secret holds the
 // recorded token, with an expiration in the future.
 func FuzzKeepTokenSecretShapes(f *testing.F) {
@@ -191,7 +244,7 @@ func FuzzKeepTokenSecretShapes(f *testing.F) {
 		if err := c.Update(ctx, s); err != nil {
 			t.Fatal(err)
 		}
-		expires, _, err := m.Keep(ctx, owner, tok.ID, func(context.Context) (bootstraptoken.Token, error) { return tok, nil })
+		expires, _, err := m.Keep(ctx, owner, tok)
 		if err != nil {
 			t.Fatalf("Keep: %v", err)
 		}

@@ -1,8 +1,13 @@
 package manager
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/moduledir"
 )
 
 // TestUpstreamDeploymentFlags: the flags upstream's Deployment passes (and a
@@ -19,5 +24,21 @@ func TestUpstreamDeploymentFlags(t *testing.T) {
 	_, err = ParseFlags([]string{"--skip-crd-migration-phases=Everything"})
 	if err == nil || !strings.Contains(err.Error(), "Everything") {
 		t.Errorf("an unknown phase: %v", err)
+	}
+}
+
+// TestLeaderElectionLeaseIsUpstreams: the Deployment keeps upstream's name
+// and namespace, so components applied over upstream's (or upstream's over
+// these) run both managers until the rollout ends; they must compete for one
+// lease, upstream's, read from upstream's manager source of the pinned
+// version.
+func TestLeaderElectionLeaseIsUpstreams(t *testing.T) {
+	dir := moduledir.Of(t, "sigs.k8s.io/cluster-api", "")
+	src, err := os.ReadFile(filepath.Join(dir, "bootstrap", "kubeadm", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`LeaderElectionID:\s*"` + regexp.QuoteMeta(leaderElectionID) + `"`).Match(src) {
+		t.Fatalf("upstream's bootstrap manager does not use the lease %q", leaderElectionID)
 	}
 }

@@ -65,9 +65,9 @@ func readLimit(path string) (int, error) {
 
 // minFreeDisk is the share of the state directory's file system that must be
 // free when a Lab starts. Every host's containerd root and overlay layers
-// live there, and each kubelet measures that file system as its own: below
-// 10% free (the kubelet's default eviction threshold) the kubelets evict
-// pods (CoreDNS first), and a run writes a few GiB.
+// live there, and a run writes a few GiB. (Each kubelet measures that file
+// system as its own; the node image turns its disk-based image garbage
+// collection and eviction off, see kubeletDefaults.)
 const minFreeDisk = 0.15
 
 // checkFreeDisk refuses to start on a file system the kubelets would find
@@ -79,7 +79,7 @@ func checkFreeDisk(dir string) error {
 	}
 	free := float64(st.Bavail) / float64(st.Blocks)
 	if free < minFreeDisk {
-		return fmt.Errorf("%s: %.0f%% of its file system is free (%d GiB); the hosts' kubelets share it and evict pods below 10%%, so at least %.0f%% must be free to start",
+		return fmt.Errorf("%s: %.0f%% of its file system is free (%d GiB); the hosts' containerd roots and layers share it, so at least %.0f%% must be free to start",
 			dir, free*100, st.Bavail*uint64(st.Bsize)>>30, minFreeDisk*100)
 	}
 	return nil

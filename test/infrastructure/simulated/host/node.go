@@ -32,6 +32,7 @@ const (
 	cniConfigDir       = "/etc/cni/net.d"
 	sysctlConfig       = "/etc/sysctl.d/99-kubernetes.conf"
 	kubeletConfigYAML  = "/var/lib/kubelet/config.yaml"
+	kubeletDefaults    = "/etc/default/kubelet"
 	imageBinDir        = "/usr/local/bin"
 	containerdUnitName = "containerd.service"
 	kubeletUnitName    = "kubelet.service"
@@ -125,6 +126,14 @@ func (m *machine) installImage() error {
 		// Name lookups end at the lab's gateway, which answers none:
 		// nothing leaves the lab, and nothing waits for a timeout.
 		"/etc/resolv.conf": "nameserver " + m.cfg.Gateway + "\n",
+		// Every host's kubelet measures the lab machine's one disk as its
+		// own, shared with everything else on it: at its defaults it would
+		// garbage-collect images (the pause image too) and evict pods
+		// whenever that disk passes 85% used, and no host can pull an
+		// image again (there is no registry). The administrator's
+		// KUBELET_EXTRA_ARGS turn both off for the disk; memory pressure
+		// still evicts.
+		kubeletDefaults: "KUBELET_EXTRA_ARGS=--image-gc-high-threshold=100 --eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%\n",
 	}
 	for p, c := range files {
 		mode := os.FileMode(0o644)

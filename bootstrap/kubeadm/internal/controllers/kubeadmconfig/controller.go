@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/locking"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -39,6 +38,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 )
 
@@ -60,11 +60,13 @@ const (
 
 // InitLocker guards kubeadm init: one machine per cluster holds it.
 type InitLocker interface {
-	Lock(ctx context.Context, cluster *clusterv1.Cluster, machine *clusterv1.Machine) bool
-	Unlock(ctx context.Context, cluster *clusterv1.Cluster) bool
+	Acquire(ctx context.Context, cluster *clusterv1.Cluster, machine *clusterv1.Machine) bool
+	// Release frees the lock held by machine, or by whoever when nil.
+	Release(ctx context.Context, cluster *clusterv1.Cluster, machine *clusterv1.Machine) bool
 }
 
-// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,verbs=get;list;watch
+// The controller records a join's bootstrap token in the config's spec (patch).
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs/status,verbs=get;patch;update
 // Controller references that block owner deletion (data secrets) need update on
 // the owner's finalizers where OwnerReferencesPermissionEnforcement is on.
@@ -72,7 +74,10 @@ type InitLocker interface {
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machines;machinepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes,verbs=get
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// Delete on Secrets is never used as such: where OwnerReferencesPermissionEnforcement
+// is on, changing a data secret's owner references (a restore's new UID, a
+// controller reference upstream wrote without blockOwnerDeletion) needs it.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 
@@ -125,7 +130,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		r.TokenTTL = DefaultTokenTTL
 	}
 	if r.InitLock == nil {
-		r.InitLock = locking.NewControlPlaneInitMutex(r.CachingClient)
+		r.InitLock = initlock.Lock{Reader: r.APIReader, Writer: r.Client}
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("controller", "kubeadmconfig")
 	// Cluster API's controller builder: its reconcile metrics, and the
@@ -186,8 +191,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, before *bootstrapv1.Kubead
 		return nil
 	}
 	// One merge patch of status: this controller is the only writer of a
-	// KubeadmConfig's status, so no read-modify-write loop is needed.
-	if err := r.Client.Status().Patch(ctx, s.cfg, client.MergeFrom(before)); err != nil {
+	// KubeadmConfig's status, so no read-modify-write loop is needed. The
+	// base is the object as it is now but for its status, so that a spec
+	// this reconcile patched (its token) is not sent again.
+	base := s.cfg.DeepCopy()
+	base.Status = before.Status
+	if err := r.Client.Status().Patch(ctx, s.cfg, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("patching the status of KubeadmConfig %s: %w", klog.KObj(s.cfg), err)
 	}
 	return nil
@@ -231,12 +240,11 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	case ptr.Deref(s.cfg.Status.Initialization.DataSecretCreated, false):
 		return r.reconcileCreated(ctx, s)
 	case o.dataSecretName() != "":
-		// Moved or restored without its status: the owner already uses its data.
+		// Moved or restored without its status: the owner already uses its
+		// data, whose owner reference and token are looked after as ever.
 		s.cfg.Status.DataSecretName = o.dataSecretName()
 		s.cfg.Status.Initialization.DataSecretCreated = ptr.To(true)
-		s.dataAvailable()
-		s.certificatesAvailable()
-		return ctrl.Result{}, nil
+		return r.reconcileCreated(ctx, s)
 	}
 	return r.reconcileData(ctx, s)
 }
@@ -273,6 +281,12 @@ type tokenChecks struct {
 type tokenCheck struct {
 	id string
 	at time.Time
+	// released: the token with id was deleted once the owner was done with it.
+	released bool
+	// dataGone: the event about a used data secret's deletion was recorded.
+	dataGone bool
+	// adopted: the event about adopting the token with id was recorded.
+	adopted bool
 }
 
 func (c *tokenChecks) due(key client.ObjectKey, id string, now time.Time) time.Duration {
@@ -291,6 +305,57 @@ func (c *tokenChecks) set(key client.ObjectKey, id string, at time.Time) {
 		c.next = map[client.ObjectKey]tokenCheck{}
 	}
 	c.next[key] = tokenCheck{id: id, at: at}
+}
+
+// release records that the token with id is deleted: later reconciles of a
+// joined config cost nothing.
+func (c *tokenChecks) release(key client.ObjectKey, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == nil {
+		c.next = map[client.ObjectKey]tokenCheck{}
+	}
+	c.next[key] = tokenCheck{id: id, released: true}
+}
+
+func (c *tokenChecks) released(key client.ObjectKey, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.next[key]
+	return ok && t.released && t.id == id
+}
+
+// adopted reports whether adopting the token with id was already reported,
+// and records that it now is.
+func (c *tokenChecks) adopted(key client.ObjectKey, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == nil {
+		c.next = map[client.ObjectKey]tokenCheck{}
+	}
+	t := c.next[key]
+	if t.id != id {
+		t = tokenCheck{id: id}
+	}
+	seen := t.adopted
+	t.adopted = true
+	c.next[key] = t
+	return seen
+}
+
+// seenGone reports whether a used data secret's deletion was already
+// reported, and records that it now is.
+func (c *tokenChecks) seenGone(key client.ObjectKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == nil {
+		c.next = map[client.ObjectKey]tokenCheck{}
+	}
+	t := c.next[key]
+	seen := t.dataGone
+	t.dataGone = true
+	c.next[key] = t
+	return seen
 }
 
 func (c *tokenChecks) forget(key client.ObjectKey) {

@@ -2,7 +2,6 @@ package kubeadmconfig
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,7 +18,6 @@ import (
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
@@ -32,11 +29,11 @@ import (
 
 const (
 	// TokenIDAnnotation on a data secret names the bootstrap token (its public
-	// ID) that this provider created for the machine and still manages.
+	// ID) the data carries when a provider made it: this one looks after it
+	// until the owner joins (tokens.go).
 	TokenIDAnnotation = "bootstrap.cluster.x-k8s.io/bootstrap-token-id"
-	// TokenKey in a data secret holds that token, so that it can be re-created
-	// identically if the workload cluster's token cleaner removed it before the
-	// machine joined (the machine already has it in its data).
+	// TokenKey in a data secret held the token in earlier versions of this
+	// provider; the spec holds it now (read once, to move it there).
 	TokenKey = "bootstrap-token"
 	// ConfigGenerationAnnotation on a data secret is the generation of the
 	// KubeadmConfig it was rendered from: a MachinePool's data is rendered
@@ -48,8 +45,6 @@ const (
 // Event reasons.
 const (
 	EventInitData       = "ControlPlaneInitData"
-	EventTokenRecreated = "BootstrapTokenRecreated"
-	EventTokenRotated   = "BootstrapTokenRotated"
 	EventDataUpdated    = "BootstrapDataUpdated"
 	EventDataSecretGone = ReasonDataSecretMissing
 )
@@ -68,10 +63,34 @@ func (r *Reconciler) reconcileData(ctx context.Context, s *scope) (ctrl.Result, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	out, err := r.render(ctx, s, action, tokenChoice{})
+	res, err := r.writeData(ctx, s, action)
+	if err != nil && action == plan.ActionInit && !r.dataSecretExists(ctx, s) {
+		// No init data was handed out: another control-plane Machine may
+		// initialize instead of waiting for this one to be fixed.
+		r.InitLock.Release(ctx, s.cluster, s.owner.machine)
+	}
+	return res, err
+}
+
+// dataSecretExists reports whether the config's data secret exists, reading
+// the API server; when that fails it says yes, the answer that keeps an init
+// lock held.
+func (r *Reconciler) dataSecretExists(ctx context.Context, s *scope) bool {
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.cfg), &corev1.Secret{})
+	return !apierrors.IsNotFound(err)
+}
+
+// writeData renders the data for action and writes the data secret.
+func (r *Reconciler) writeData(ctx context.Context, s *scope, action plan.Action) (ctrl.Result, error) {
+	tok, expires, err := r.joinToken(ctx, s, action)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	out, err := r.render(ctx, s, action)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	out.token, out.expires = tok, expires
 	if err := r.putDataSecret(ctx, s, out, nil); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -119,55 +138,22 @@ func (r *Reconciler) writtenBefore(ctx context.Context, s *scope) (bool, error) 
 	return true, nil
 }
 
-// rendered is bootstrap data with the token this provider made for it, if any.
+// rendered is bootstrap data with the token a provider made for it, if any.
 type rendered struct {
 	data    *bootstrapdata.Data
 	token   *bootstraptoken.Token
 	expires time.Time
 }
 
-// tokenChoice is the bootstrap token rendered data carries where the join
-// needs one: kept as it is, or a new one replacing another ("" for the
-// first).
-type tokenChoice struct {
-	replaces string
-	kept     *bootstraptoken.Token
-}
-
-// render gathers the inputs, gets a bootstrap token where the join needs one,
-// and renders the format.
-func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action, choice tokenChoice) (*rendered, error) {
+// render gathers the inputs and renders the format. A join's token is the
+// one in the spec (joinToken put it there).
+func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action) (*rendered, error) {
 	in, err := r.gatherInputs(ctx, s, action)
 	if err != nil {
 		return nil, err
 	}
-	spec := &s.cfg.Spec
+	s.specToken()
 	out := &rendered{}
-	if given := spec.JoinConfiguration.Discovery.BootstrapToken.Token; given != "" {
-		s.addSensitive(given)
-	} else if action != plan.ActionInit && usesTokenDiscovery(spec) && choice.kept != nil {
-		s.addSensitive(choice.kept.Value(), choice.kept.Secret)
-		in.BootstrapToken = choice.kept.Value()
-		out.token = choice.kept
-	} else if action != plan.ActionInit && usesTokenDiscovery(spec) {
-		m, err := r.tokens(ctx, s)
-		if err != nil {
-			if errors.Is(err, clustercache.ErrClusterNotConnected) {
-				s.dataNotAvailable(ReasonWorkloadClusterUnreachable, "Waiting to reach the API server of Cluster %s to create a bootstrap token", s.cluster.Name)
-				return nil, stop(ctrl.Result{RequeueAfter: unreachableRetry})
-			}
-			return nil, err
-		}
-		tok, expires, err := m.Create(ctx, s.tokenOwner(), choice.replaces)
-		if err != nil {
-			s.dataNotAvailable(ReasonBootstrapTokenFailed, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
-			return nil, err
-		}
-		s.addSensitive(tok.Value(), tok.Secret)
-		in.BootstrapToken = tok.Value()
-		out.token, out.expires = &tok, expires
-	}
-
 	p, err := plan.Build(*in)
 	if err != nil {
 		var te *plan.TemplateError
@@ -231,19 +217,6 @@ func (r *Reconciler) warn(s *scope, conditionType, reason, format string, args .
 	}
 }
 
-func (s *scope) tokenOwner() bootstraptoken.Owner {
-	return bootstraptoken.Owner{UID: s.cfg.UID, Namespace: s.cfg.Namespace, Name: s.cfg.Name}
-}
-
-// tokens reaches the workload cluster's bootstrap tokens, uncached.
-func (r *Reconciler) tokens(ctx context.Context, s *scope) (*bootstraptoken.Manager, error) {
-	c, err := r.ClusterCache.GetUncachedClient(ctx, util.ObjectKey(s.cluster))
-	if err != nil {
-		return nil, err
-	}
-	return &bootstraptoken.Manager{Client: c, TTL: r.TokenTTL}, nil
-}
-
 // desiredDataSecret is the data secret for out: named after the config,
 // controlled by it, labelled with the cluster, of Cluster API's secret type.
 func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
@@ -260,7 +233,6 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 	sec.Annotations = map[string]string{ConfigGenerationAnnotation: strconv.FormatInt(s.cfg.Generation, 10)}
 	if out.token != nil {
 		sec.Annotations[TokenIDAnnotation] = out.token.ID
-		sec.Data[TokenKey] = []byte(out.token.Value())
 	}
 	return sec
 }
@@ -348,7 +320,7 @@ func mergeMaps(dst, src map[string]string) map[string]string {
 }
 
 // reconcileCreated looks after a config whose data secret exists: its owner
-// reference, and the bootstrap token it carries.
+// reference, a MachinePool's changed spec, and the bootstrap token it carries.
 func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.dataAvailable()
 	s.certificatesAvailable()
@@ -371,16 +343,19 @@ func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) (ctrl.Resul
 	if err := r.ensureControllerRef(ctx, s, sec); err != nil {
 		return ctrl.Result{}, err
 	}
-	id := sec.Annotations[TokenIDAnnotation]
+	if err := r.moveLegacyToken(ctx, s, sec); err != nil {
+		return ctrl.Result{}, err
+	}
 	if poolSpecChanged(s, sec) {
-		if err := r.renderAgain(ctx, s, sec, id); err != nil {
+		var keep *bootstraptoken.Token
+		if tok, ok := s.specToken(); ok && tok.ID == sec.Annotations[TokenIDAnnotation] {
+			keep = &tok
+		}
+		if err := r.renderAgain(ctx, s, sec, keep); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if id == "" {
-		return ctrl.Result{}, nil
-	}
-	return r.maintainToken(ctx, s, sec, id)
+	return r.reconcileToken(ctx, s, sec)
 }
 
 // poolSpecChanged reports whether a MachinePool's config changed since its
@@ -393,22 +368,14 @@ func poolSpecChanged(s *scope, sec *corev1.Secret) bool {
 }
 
 // renderAgain renders a MachinePool's changed config into its data secret for
-// the pool's next instances, with the token the secret carries (id, if it
-// carries one this provider manages): instances still joining with it keep
-// a token that is looked after.
-func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secret, id string) error {
-	var choice tokenChoice
-	if id != "" {
-		tok, err := r.recordedToken(ctx, sec)
-		if err != nil {
-			return err
-		}
-		choice.kept = &tok
-	}
-	out, err := r.render(ctx, s, plan.ActionJoin, choice)
+// the pool's next instances, with the token in its spec; tok, when not nil,
+// is that token and a provider's, named on the secret as looked after.
+func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secret, tok *bootstraptoken.Token) error {
+	out, err := r.render(ctx, s, plan.ActionJoin)
 	if err != nil {
 		return err
 	}
+	out.token = tok
 	existing := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sec), existing); err != nil {
 		return fmt.Errorf("reading the data secret to render it again: %w", err)
@@ -416,10 +383,11 @@ func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secr
 	if err := r.putDataSecret(ctx, s, out, existing); err != nil {
 		return err
 	}
+	sec.Annotations = existing.Annotations
 	s.dataAvailable()
-	ctrl.LoggerFrom(ctx).Info("Rendered the MachinePool's data again: its KubeadmConfig changed", "generation", s.cfg.Generation, "format", out.data.Format)
+	ctrl.LoggerFrom(ctx).Info("Rendered the MachinePool's data again", "generation", s.cfg.Generation, "format", out.data.Format)
 	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventDataUpdated, "Bootstrap",
-		"Rendered the data of %s again (%s) for its next instances: the KubeadmConfig changed (generation %d)", s.owner, out.data.Format, s.cfg.Generation)
+		"Rendered the data of %s again (%s) for its next instances: its KubeadmConfig changed (generation %d)", s.owner, out.data.Format, s.cfg.Generation)
 	return nil
 }
 
@@ -428,7 +396,13 @@ func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secr
 // one the condition says what happened.
 func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.ObjectKey) (ctrl.Result, error) {
 	if s.owner.joined() || key.Name != s.cfg.Name {
-		s.dataNotAvailable(ReasonDataSecretMissing, "The data secret %s was deleted; the machine has already used it", key)
+		// Used already: the data was available and did its job, as upstream's
+		// provider reports it too (operators delete bootstrap secrets after
+		// boot; a False here would make healthy Machines unavailable).
+		if !r.checks.seenGone(client.ObjectKeyFromObject(s.cfg)) {
+			r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeNormal, EventDataSecretGone, "Bootstrap",
+				"The data secret %s was deleted after %s used it; nothing to do", key, s.owner)
+		}
 		return ctrl.Result{}, nil
 	}
 	r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, EventDataSecretGone, "Bootstrap", "The data secret %s was deleted before %s joined; writing it again", key, s.owner)
@@ -436,10 +410,14 @@ func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.Ob
 }
 
 // ensureControllerRef gives an existing data secret this config as its
-// controller when it has none (a restore), as upstream does.
+// controller when it has none (a restore, as upstream does) or names it by
+// an older UID (clusterctl move or a restore gave the config a new one):
+// garbage collection would otherwise delete the secret as an orphan.
 func (r *Reconciler) ensureControllerRef(ctx context.Context, s *scope, sec *corev1.Secret) error {
 	ref := *metav1.NewControllerRef(s.cfg, bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))
-	if util.HasExactOwnerRef(sec.OwnerReferences, ref) {
+	if c := metav1.GetControllerOf(sec); c != nil && c.UID == s.cfg.UID && c.Kind == ref.Kind && groupOf(c.APIVersion) == bootstrapv1.GroupVersion.Group {
+		// Controlled by this very config (as upstream's provider writes it,
+		// too): nothing to repair.
 		return nil
 	}
 	if why := cannotTake(sec, s.cfg); why != "" {
@@ -450,117 +428,6 @@ func (r *Reconciler) ensureControllerRef(ctx context.Context, s *scope, sec *cor
 	sec.OwnerReferences = util.EnsureOwnerRef(dropControllers(sec.OwnerReferences), ref)
 	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("setting the owner of the data secret %s: %w", klog.KObj(sec), err)
-	}
-	return nil
-}
-
-// maintainToken keeps the token of a machine that has not joined valid, deletes
-// it once the machine's Node exists, and rotates a MachinePool's token when the
-// pool is settled and the token has run half its TTL.
-func (r *Reconciler) maintainToken(ctx context.Context, s *scope, sec *corev1.Secret, id string) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("bootstrapToken", id)
-	key := client.ObjectKeyFromObject(s.cfg)
-	if !s.owner.joined() {
-		if wait := r.checks.due(key, id, r.clock().Now()); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-	}
-	m, err := r.tokens(ctx, s)
-	if errors.Is(err, clustercache.ErrClusterNotConnected) {
-		log.V(2).Info("Cannot reach the workload cluster to look after the bootstrap token; retrying")
-		return ctrl.Result{RequeueAfter: unreachableRetry}, nil
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-
-	if s.owner.joined() {
-		if err := m.Delete(ctx, s.tokenOwner(), id); err != nil && !errors.Is(err, bootstraptoken.ErrNotOwned) {
-			return ctrl.Result{}, err
-		}
-		if err := r.releaseToken(ctx, sec); err != nil {
-			return ctrl.Result{}, err
-		}
-		r.checks.forget(key)
-		log.V(2).Info("Deleted the bootstrap token: the Machine's Node has joined")
-		return ctrl.Result{}, nil
-	}
-
-	expires, did, err := m.Keep(ctx, s.tokenOwner(), id, func(ctx context.Context) (bootstraptoken.Token, error) {
-		return r.recordedToken(ctx, sec)
-	})
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	switch did {
-	case bootstraptoken.Recreated:
-		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeNormal, EventTokenRecreated, "Bootstrap",
-			"Bootstrap token %s was gone from Cluster %s before %s joined; re-created it", id, s.cluster.Name, s.owner)
-	case bootstraptoken.Repaired:
-		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, EventTokenRecreated, "Bootstrap",
-			"Bootstrap token %s in Cluster %s had lost its ID, secret or usage before %s joined; wrote it again", id, s.cluster.Name, s.owner)
-	case bootstraptoken.Extended:
-		log.V(2).Info("Extended the bootstrap token", "expires", expires)
-	}
-	if s.owner.pool != nil && did != bootstraptoken.Unchanged && !s.owner.hasPendingInstances() {
-		return r.rotate(ctx, s, id)
-	}
-	return r.scheduleTokenCheck(s, id, expires), nil
-}
-
-// rotate gives a settled MachinePool a new token and data for its next
-// instances. The old token was just extended, so an instance that picked it up
-// a moment ago still has a full TTL to join.
-func (r *Reconciler) rotate(ctx context.Context, s *scope, oldID string) (ctrl.Result, error) {
-	out, err := r.render(ctx, s, plan.ActionJoin, tokenChoice{replaces: oldID})
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	existing := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: s.cfg.Status.DataSecretName}, existing); err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading the data secret to rotate its token: %w", err)
-	}
-	if err := r.putDataSecret(ctx, s, out, existing); err != nil {
-		return ctrl.Result{}, err
-	}
-	s.dataAvailable()
-	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenRotated, "Bootstrap",
-		"Replaced bootstrap token %s with %s for new instances of %s", oldID, out.token.ID, s.owner)
-	return r.scheduleTokenCheck(s, out.token.ID, out.expires), nil
-}
-
-func (r *Reconciler) scheduleTokenCheck(s *scope, id string, expires time.Time) ctrl.Result {
-	next := (&bootstraptoken.Manager{TTL: r.TokenTTL}).NextCheck(expires)
-	r.checks.set(client.ObjectKeyFromObject(s.cfg), id, next)
-	return ctrl.Result{RequeueAfter: max(next.Sub(r.clock().Now()), time.Second)}
-}
-
-// recordedToken reads the token a data secret carries (live: the cache keeps
-// no data of data secrets).
-func (r *Reconciler) recordedToken(ctx context.Context, sec *corev1.Secret) (bootstraptoken.Token, error) {
-	live := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sec), live); err != nil {
-		return bootstraptoken.Token{}, fmt.Errorf("reading the token recorded in %s: %w", klog.KObj(sec), err)
-	}
-	tok, err := bootstraptoken.Parse(string(live.Data[TokenKey]))
-	if err != nil {
-		return bootstraptoken.Token{}, fmt.Errorf("the token recorded in %s: %w", klog.KObj(sec), err)
-	}
-	return tok, nil
-}
-
-// releaseToken drops the token from a data secret once it is deleted, so that
-// later reconciles have nothing left to do.
-func (r *Reconciler) releaseToken(ctx context.Context, sec *corev1.Secret) error {
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{TokenIDAnnotation: nil}},
-		"data":     map[string]any{TokenKey: nil},
-	})
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing the used token from %s: %w", klog.KObj(sec), err)
 	}
 	return nil
 }

@@ -62,14 +62,14 @@ func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, error) 
 			s.dataNotAvailable(ReasonWaitingForControlPlaneInit, "Waiting for the control plane of Cluster %s to be initialized", s.cluster.Name)
 			return "", stop(ctrl.Result{})
 		}
-		if !r.InitLock.Lock(ctx, s.cluster, s.owner.machine) {
+		if !r.InitLock.Acquire(ctx, s.cluster, s.owner.machine) {
 			s.dataNotAvailable(ReasonWaitingForInitLock, "Another control-plane Machine holds the init lock of Cluster %s; this one joins once the control plane is initialized", s.cluster.Name)
 			return "", stop(ctrl.Result{RequeueAfter: initLockRetry})
 		}
 		return plan.ActionInit, nil
 	}
 	// Initialization is over: the lock has done its job (a no-op once released).
-	r.InitLock.Unlock(ctx, s.cluster)
+	r.InitLock.Release(ctx, s.cluster, nil)
 	if s.owner.isControlPlane() {
 		return plan.ActionJoinControlPlane, nil
 	}

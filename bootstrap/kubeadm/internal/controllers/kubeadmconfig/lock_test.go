@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
@@ -121,4 +122,34 @@ func TestInitLock(t *testing.T) {
 		}
 	}
 	f.waitFor("the init lock to be released", 30*time.Second, func() bool { _, ok := lockHolder(f); return !ok })
+}
+
+// TestInitLockReleasedWhenItsHolderFails: a control-plane machine that takes
+// the lock but cannot produce its init data (a file from a Secret that does
+// not exist) releases it, so another control-plane machine initializes; the
+// first then waits for the lock like any other.
+func TestInitLockReleasedWhenItsHolderFails(t *testing.T) {
+	startManager(t)
+	f := newFixture(t)
+	f.clusterCertificates()
+	f.setClusterStatus(true, false)
+	broken := initSpec(bootstrapv1.CloudConfig)
+	broken.Files = []upstreambootstrapv1.File{{Path: "/etc/from-secret", ContentFrom: upstreambootstrapv1.FileSource{
+		Secret: upstreambootstrapv1.SecretFileSource{Name: "not-yet", Key: "k"}}}}
+	_, first := f.machine("cp-broken", true, broken)
+	f.waitFor("the broken machine to be refused its data", 30*time.Second, func() bool {
+		f.get(first)
+		return dataAvailableReason(first) != "" && !strings.HasPrefix(dataAvailableReason(first), kubeadmconfig.ReasonWaitingForInitLock)
+	})
+	f.waitFor("the lock to be released", 10*time.Second, func() bool { _, held := lockHolder(f); return !held })
+	_, second := f.machine("cp-ok", true, initSpec(bootstrapv1.CloudConfig))
+	f.waitForData(second)
+	if info, _ := lockHolder(f); !strings.Contains(info, "cp-ok") {
+		t.Fatalf("the lock does not name the machine that initializes: %q", info)
+	}
+	f.secret("not-yet", map[string]string{"k": "v"})
+	f.waitFor("the fixed machine to wait for the lock", 30*time.Second, func() bool {
+		f.get(first)
+		return strings.HasPrefix(dataAvailableReason(first), kubeadmconfig.ReasonWaitingForInitLock)
+	})
 }

@@ -19,11 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/locking"
+
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 )
 
@@ -42,7 +43,7 @@ func direct(c client.Client, cc clustercache.ClusterCache, gates featuregate.Fea
 	rec := events.NewFakeRecorder(100)
 	return &kubeadmconfig.Reconciler{
 		Client: c, CachingClient: c, APIReader: c, ClusterCache: cc, Gates: gates, Recorder: rec,
-		TokenTTL: kubeadmconfig.DefaultTokenTTL, InitLock: locking.NewControlPlaneInitMutex(c),
+		TokenTTL: kubeadmconfig.DefaultTokenTTL, InitLock: initlock.Lock{Reader: c, Writer: c},
 	}, rec
 }
 

@@ -112,7 +112,13 @@ func startManager(t *testing.T, flags ...string) (stop func()) {
 	// process's only live one.
 	toolscache.ResetInformerNamesForTesting()
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := manager.New(ctx, opts, mgmt.Config)
+	// The manager has the release's rights only (not the tests' admin).
+	restricted, err := mgmt.Environment.ManagerConfig()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	mgr, err := manager.New(ctx, opts, restricted)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

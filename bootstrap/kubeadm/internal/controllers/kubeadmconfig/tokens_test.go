@@ -14,7 +14,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
@@ -74,6 +76,11 @@ func TestMachineTokenLifecycle(t *testing.T) {
 		t.Fatalf("token %s not in the workload cluster", id)
 	}
 	created := expiration(t, tok)
+	// The spec holds the token, where upstream's provider reads it too.
+	f.get(cfg)
+	if got := cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token; got != id+"."+string(tok.Data[bootstrapapi.BootstrapTokenSecretKey]) {
+		t.Fatalf("spec.joinConfiguration.discovery.bootstrapToken.token does not hold token %s", id)
+	}
 
 	// While the infrastructure is slow, the token is extended before it
 	// expires, and no more often than once per half TTL.
@@ -116,21 +123,41 @@ func TestMachineTokenLifecycle(t *testing.T) {
 	}
 	f.waitFor("a BootstrapTokenRecreated event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventTokenRecreated) })
 
-	// The machine joined: its single-use token is deleted at once.
+	// The machine joined: its single-use token is deleted at once, without
+	// a write to the management cluster.
+	f.get(sec)
+	f.get(cfg)
+	versions = map[string]bool{sec.ResourceVersion: true, cfg.ResourceVersion: true}
 	before := machine.DeepCopy()
 	machine.Status.NodeRef = clusterv1.MachineNodeReference{Name: "slow-worker-node"}
 	if err := mgmt.Client.Status().Patch(f.ctx, machine, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	f.waitFor("the used token to be deleted", 10*time.Second, func() bool { _, ok := tokenSecret(t, id); return !ok })
-	f.waitFor("the data secret to drop the token", 10*time.Second, func() bool {
-		s := &corev1.Secret{}
-		f.get(sec)
-		_ = mgmt.Client.Get(f.ctx, client.ObjectKeyFromObject(sec), s)
-		return s.Annotations[kubeadmconfig.TokenIDAnnotation] == "" && len(s.Data[kubeadmconfig.TokenKey]) == 0 && len(s.Data["value"]) > 0
-	})
+	time.Sleep(2 * time.Second)
+	f.get(sec)
+	f.get(cfg)
+	if !versions[sec.ResourceVersion] || !versions[cfg.ResourceVersion] {
+		t.Error("releasing the used token wrote the data secret or the config")
+	}
 	if n := len(tokensOf(t, cfg)); n != 0 {
 		t.Fatalf("%d tokens left after the machine joined", n)
+	}
+
+	// Operators delete bootstrap secrets after boot: the data was available
+	// and used, so the condition stays True (as upstream's), with an event.
+	if err := mgmt.Client.Delete(f.ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	orig := cfg.DeepCopy()
+	cfg.Labels = map[string]string{"touched": "after-the-secret-went"}
+	if err := mgmt.Client.Patch(f.ctx, cfg, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("a DataSecretMissing event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventDataSecretGone) })
+	f.get(cfg)
+	if c := conditions.Get(cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("DataSecretAvailable after a used data secret was deleted: %+v, want True", c)
 	}
 }
 

@@ -27,6 +27,11 @@ func updateOnly(changed func(oldObj, newObj client.Object) bool) predicate.Funcs
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return changed(e.ObjectOld, e.ObjectNew) }}
 }
 
+// resync is an informer's periodic resync (--sync-period): the same object
+// delivered again. A KubeadmConfig's resync is let through, so that every
+// config is revisited once per period whatever event was missed.
+func resync(o, n client.Object) bool { return o.GetResourceVersion() == n.GetResourceVersion() }
+
 func metadataChanged(o, n client.Object) bool {
 	return !maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
 		!reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
@@ -35,13 +40,14 @@ func metadataChanged(o, n client.Object) bool {
 // configChanged skips status-only updates of KubeadmConfigs: those are this
 // controller's own writes.
 var configChanged = updateOnly(func(o, n client.Object) bool {
-	return o.GetGeneration() != n.GetGeneration() || metadataChanged(o, n)
+	return resync(o, n) || o.GetGeneration() != n.GetGeneration() || metadataChanged(o, n)
 })
 
 var machineChanged = updateOnly(func(o, n client.Object) bool {
 	om, nm := o.(*clusterv1.Machine), n.(*clusterv1.Machine)
 	return metadataChanged(om, nm) || om.Spec.Version != nm.Spec.Version ||
-		!reflect.DeepEqual(om.Spec.Bootstrap, nm.Spec.Bootstrap) || om.Status.NodeRef != nm.Status.NodeRef
+		!reflect.DeepEqual(om.Spec.Bootstrap, nm.Spec.Bootstrap) || om.Status.NodeRef != nm.Status.NodeRef ||
+		(owner{machine: om}).doneReason() != (owner{machine: nm}).doneReason()
 })
 
 var machinePoolChanged = updateOnly(func(o, n client.Object) bool {

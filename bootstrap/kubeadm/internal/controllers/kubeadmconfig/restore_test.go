@@ -1,0 +1,100 @@
+package kubeadmconfig_test
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+)
+
+// TestRestoredWithNewUIDs: clusterctl move and backup restores re-create a
+// KubeadmConfig with a new UID and without its status, while its Machine
+// already points at the data secret. The data secret gets the new config as
+// its controller (garbage collection would delete it as an orphan of the old
+// UID), the status is filled in, and the machine's token, the same one, is
+// still kept valid: no ownership error, no new token.
+func TestRestoredWithNewUIDs(t *testing.T) {
+	const ttl = 20 * time.Second
+	stop := startManager(t, "--bootstrap-token-ttl="+ttl.String())
+	f := newRunningCluster(t)
+	machine, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
+	sec := f.waitForData(cfg)
+	tok := f.specToken(cfg)
+	s, _ := tokenSecret(t, tok.ID)
+	expires := expiration(t, s)
+	stop()
+	stopWebhooks := mgmt.StartWebhooks(t, allGates(t)) // admission while no manager runs
+
+	// The restore: the Machine already names its data secret; the config
+	// comes back with its spec (and token), a new UID and no status.
+	before := machine.DeepCopy()
+	machine.Spec.Bootstrap.DataSecretName = ptr.To(sec.Name)
+	if err := mgmt.Client.Patch(f.ctx, machine, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	oldUID := cfg.UID
+	if err := mgmt.Client.Delete(f.ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	restored := &bootstrapv1.KubeadmConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Namespace: cfg.Namespace, Labels: cfg.Labels, OwnerReferences: cfg.OwnerReferences},
+		Spec:       cfg.Spec,
+	}
+	var createErr error
+	f.waitFor("the old config to be gone", 10*time.Second, func() bool {
+		createErr = mgmt.Client.Create(f.ctx, restored)
+		return createErr == nil
+	})
+	if restored.UID == oldUID {
+		t.Fatal("the restored config kept its UID")
+	}
+
+	stopWebhooks()
+	startManager(t, "--bootstrap-token-ttl="+ttl.String())
+	f.waitFor("the data secret to be controlled by the restored config", 10*time.Second, func() bool {
+		f.get(sec)
+		c := metav1.GetControllerOf(sec)
+		return c != nil && c.UID == restored.UID
+	})
+	f.waitFor("the restored config's status", 10*time.Second, func() bool {
+		f.get(restored)
+		return ptr.Deref(restored.Status.Initialization.DataSecretCreated, false) && restored.Status.DataSecretName == sec.Name
+	})
+	f.waitForExtension("the manager", tok.ID, expires, 2*ttl)
+	if got := f.specToken(restored); got != tok {
+		t.Fatalf("the token changed from %s to %s", tok, got)
+	}
+	if n := len(tokensOf(t, restored)); n != 0 {
+		t.Fatalf("%d tokens made for the restored config, which has its own", n)
+	}
+}
+
+// TestTokenOfAMachineGoingAway: a Machine being deleted before it joined
+// will never use its token: it is deleted, not kept alive.
+func TestTokenOfAMachineGoingAway(t *testing.T) {
+	startManager(t)
+	f := newRunningCluster(t)
+	machine, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
+	f.waitForData(cfg)
+	tok := f.specToken(cfg)
+	// Cluster API's Machine controller holds deletion with its finalizer
+	// while it drains and deletes the infrastructure.
+	before := machine.DeepCopy()
+	machine.Finalizers = []string{"machine.cluster.x-k8s.io"}
+	if err := mgmt.Client.Patch(f.ctx, machine, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Client.Delete(f.ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the token of the deleted machine to be deleted", 10*time.Second, func() bool { _, ok := tokenSecret(t, tok.ID); return !ok })
+	f.get(machine)
+	machine.Finalizers = nil
+	if err := mgmt.Client.Update(f.ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+}

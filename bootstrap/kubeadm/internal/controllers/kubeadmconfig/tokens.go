@@ -1,0 +1,338 @@
+package kubeadmconfig
+
+// Token upkeep: which bootstrap token belongs to a KubeadmConfig, keeping it
+// valid while its machine boots, rotating a MachinePool's, deleting it once
+// used.
+//
+// The one record of a config's token is where upstream's provider keeps it,
+// spec.joinConfiguration.discovery.bootstrapToken.token: it moves with the
+// config (clusterctl move, restores with new UIDs), upstream's provider reads
+// and maintains it after a swap back, and the tokens upstream's provider
+// wrote there are found after a swap to this one. Whether the token there is
+// a provider's to look after, rather than one a person set, is decided from
+// evidence that survives all of those:
+//   - the data secret names it (TokenIDAnnotation): data rendered with a token
+//     this provider made or adopted;
+//   - before there is data, its ID is the one this config's UID derives (made
+//     moments ago, the spec written, the data not yet);
+//   - its Secret in the workload cluster has the description both providers
+//     write and the same secret half (made by upstream's provider, before a
+//     swap): adopted without a write for a Machine (the check is repeated at
+//     each look, one read); a MachinePool's data secret gets the annotation,
+//     so that a rotation interrupted between its two writes is recognised.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+)
+
+// Event reasons of token upkeep.
+const (
+	EventTokenRecreated = "BootstrapTokenRecreated"
+	EventTokenRotated   = "BootstrapTokenRotated"
+	EventTokenAdopted   = "BootstrapTokenAdopted"
+)
+
+func (s *scope) tokenOwner() bootstraptoken.Owner {
+	return bootstraptoken.Owner{UID: s.cfg.UID, Namespace: s.cfg.Namespace, Name: s.cfg.Name}
+}
+
+// specToken is the token in the config's spec, if any and well formed; it is
+// added to what no message may carry.
+func (s *scope) specToken() (bootstraptoken.Token, bool) {
+	given := s.cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token
+	if given == "" {
+		return bootstraptoken.Token{}, false
+	}
+	s.addSensitive(given)
+	tok, err := bootstraptoken.Parse(given)
+	if err != nil {
+		return bootstraptoken.Token{}, false
+	}
+	s.addSensitive(tok.Secret)
+	return tok, true
+}
+
+// tokens reaches the workload cluster's bootstrap tokens, uncached. A cluster
+// that cannot be reached yet stops the reconcile with a condition saying so.
+func (r *Reconciler) tokens(ctx context.Context, s *scope) (*bootstraptoken.Manager, error) {
+	c, err := r.ClusterCache.GetUncachedClient(ctx, util.ObjectKey(s.cluster))
+	if errors.Is(err, clustercache.ErrClusterNotConnected) {
+		s.dataNotAvailable(ReasonWorkloadClusterUnreachable, "Waiting to reach the API server of Cluster %s to look after its bootstrap token", s.cluster.Name)
+		return nil, stop(ctrl.Result{RequeueAfter: unreachableRetry})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &bootstraptoken.Manager{Client: c, TTL: r.TokenTTL}, nil
+}
+
+// joinToken makes sure a joining machine's config has its token in the spec
+// before anything is rendered from it, and says whether that token is a
+// provider's to look after (nil: none is needed, or a person set it).
+func (r *Reconciler) joinToken(ctx context.Context, s *scope, action plan.Action) (*bootstraptoken.Token, time.Time, error) {
+	if action == plan.ActionInit || !usesTokenDiscovery(&s.cfg.Spec) {
+		return nil, time.Time{}, nil
+	}
+	tok, given := s.specToken()
+	if !given && s.cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token != "" {
+		return nil, time.Time{}, nil // malformed: kubeadm and the renderers say so
+	}
+	m, err := r.tokens(ctx, s)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if !given {
+		tok, expires, err := m.Create(ctx, s.tokenOwner(), "")
+		if err != nil {
+			s.dataNotAvailable(ReasonBootstrapTokenFailed, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
+			return nil, time.Time{}, err
+		}
+		s.addSensitive(tok.Value(), tok.Secret)
+		if err := r.setSpecToken(ctx, s, tok); err != nil {
+			return nil, time.Time{}, err
+		}
+		return &tok, expires, nil
+	}
+	if !bootstraptoken.Derived(s.cfg.UID, "", tok.ID) {
+		made, err := m.MadeByProvider(ctx, tok)
+		if err != nil || !made {
+			return nil, time.Time{}, err
+		}
+	}
+	expires, _, err := m.Keep(ctx, s.tokenOwner(), tok)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return &tok, expires, nil
+}
+
+// setSpecToken records tok in the config's spec, where every provider reads
+// it. The spec changes, so does the generation; the status patch that ends
+// the reconcile carries on from the patched object.
+func (r *Reconciler) setSpecToken(ctx context.Context, s *scope, tok bootstraptoken.Token) error {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"joinConfiguration": map[string]any{
+		"discovery": map[string]any{"bootstrapToken": map[string]any{"token": tok.Value()}}}}})
+	if err != nil {
+		return err
+	}
+	status := s.cfg.Status.DeepCopy()
+	if err := r.Client.Patch(ctx, s.cfg, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("recording %s in the spec of KubeadmConfig %s: %w", tok, klog.KObj(s.cfg), err)
+	}
+	// The response carries the stored status; this reconcile's status is
+	// the one still to be written.
+	s.cfg.Status = *status
+	return nil
+}
+
+// reconcileToken looks after the token of a config whose data secret sec
+// exists.
+func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.Secret) (ctrl.Result, error) {
+	carried := sec.Annotations[TokenIDAnnotation]
+	tok, given := s.specToken()
+	if !given || (s.owner.joined() && carried != tok.ID) {
+		return ctrl.Result{}, nil
+	}
+	key := client.ObjectKeyFromObject(s.cfg)
+	if r.checks.released(key, tok.ID) {
+		return ctrl.Result{}, nil // deleted once used, or a person's token
+	}
+	if s.owner.doneReason() == "" {
+		if wait := r.checks.due(key, tok.ID, r.clock().Now()); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+	m, err := r.tokens(ctx, s)
+	if err != nil {
+		var st stopped
+		if errors.As(err, &st) && carried == tok.ID {
+			// The data exists: an unreachable cluster is no reason to say otherwise.
+			s.dataAvailable()
+		}
+		return ctrl.Result{}, err
+	}
+	if carried != tok.ID {
+		ours, err := r.providerToken(ctx, s, m, tok, carried)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !ours {
+			r.checks.release(key, tok.ID)
+			return ctrl.Result{}, nil
+		}
+		switch {
+		case s.owner.pool != nil && carried != "":
+			// The spec's token is newer than the data (a rotation interrupted
+			// between the two writes): the pool's next instances get it.
+			if err := r.renderAgain(ctx, s, sec, &tok); err != nil {
+				return ctrl.Result{}, err
+			}
+		case s.owner.pool != nil:
+			// A pool's data written by upstream's provider: which token it
+			// carries is recorded (metadata only, the data is not rewritten),
+			// so that a rotation interrupted later is seen and finished.
+			if err := r.adopt(ctx, s, sec, tok); err != nil {
+				return ctrl.Result{}, err
+			}
+		case !r.checks.adopted(key, tok.ID):
+			r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenAdopted, "Bootstrap",
+				"Looking after %s of %s, made by a Cluster API kubeadm bootstrap provider", tok, s.owner)
+		}
+	}
+	return r.maintainToken(ctx, s, m, tok)
+}
+
+// providerToken reports whether the spec's token, which the data secret does
+// not name, is a provider's: one this config derived replacing the one the
+// data carries, or one a provider made (upstream's, before a swap).
+func (r *Reconciler) providerToken(ctx context.Context, s *scope, m *bootstraptoken.Manager, tok bootstraptoken.Token, carried string) (bool, error) {
+	if bootstraptoken.Derived(s.cfg.UID, carried, tok.ID) {
+		return true, nil
+	}
+	return m.MadeByProvider(ctx, tok)
+}
+
+// adopt names a provider's token on a pool's data secret written by
+// upstream's provider (which records none).
+func (r *Reconciler) adopt(ctx context.Context, s *scope, sec *corev1.Secret, tok bootstraptoken.Token) error {
+	orig := sec.DeepCopy()
+	sec.Annotations = mergeMaps(sec.Annotations, map[string]string{TokenIDAnnotation: tok.ID})
+	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("recording %s on the data secret %s: %w", tok, klog.KObj(sec), err)
+	}
+	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenAdopted, "Bootstrap",
+		"Looking after %s of %s, made by a Cluster API kubeadm bootstrap provider", tok, s.owner)
+	return nil
+}
+
+// moveLegacyToken gives the spec the token an earlier version of this
+// provider kept in the data secret only (read live: the cache keeps no data
+// of data secrets), as if it were made now.
+func (r *Reconciler) moveLegacyToken(ctx context.Context, s *scope, sec *corev1.Secret) error {
+	if sec.Annotations[TokenIDAnnotation] == "" || s.cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token != "" {
+		return nil
+	}
+	live := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sec), live); err != nil {
+		return fmt.Errorf("reading the token recorded in %s: %w", klog.KObj(sec), err)
+	}
+	if len(live.Data[TokenKey]) == 0 {
+		return nil
+	}
+	tok, err := bootstraptoken.Parse(string(live.Data[TokenKey]))
+	if err != nil {
+		return fmt.Errorf("the token recorded in %s: %w", klog.KObj(sec), err)
+	}
+	s.addSensitive(tok.Value(), tok.Secret)
+	return r.setSpecToken(ctx, s, tok)
+}
+
+// maintainToken keeps the token of a machine that has not joined valid,
+// deletes it once the machine's Node exists or the owner is going away or
+// failed, and rotates a MachinePool's token when the pool is settled and the
+// token has run half its TTL.
+func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstraptoken.Manager, tok bootstraptoken.Token) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("bootstrapToken", tok.ID)
+	key := client.ObjectKeyFromObject(s.cfg)
+	if s.owner.joined() || s.owner.finished() {
+		if err := m.Delete(ctx, s.tokenOwner(), tok); err != nil && !errors.Is(err, bootstraptoken.ErrNotOwned) {
+			return ctrl.Result{}, err
+		}
+		r.checks.release(key, tok.ID)
+		log.V(2).Info("Deleted the bootstrap token", "why", s.owner.doneReason())
+		return ctrl.Result{}, nil
+	}
+	expires, did, err := m.Keep(ctx, s.tokenOwner(), tok)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch did {
+	case bootstraptoken.Recreated:
+		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeNormal, EventTokenRecreated, "Bootstrap",
+			"Bootstrap token %s was gone from Cluster %s before %s joined; re-created it", tok.ID, s.cluster.Name, s.owner)
+	case bootstraptoken.Repaired:
+		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, EventTokenRecreated, "Bootstrap",
+			"Bootstrap token %s in Cluster %s had lost its ID, secret or usage before %s joined; wrote it again", tok.ID, s.cluster.Name, s.owner)
+	case bootstraptoken.Extended:
+		log.V(2).Info("Extended the bootstrap token", "expires", expires)
+	}
+	if s.owner.pool != nil && did != bootstraptoken.Unchanged && !s.owner.hasPendingInstances() {
+		return r.rotate(ctx, s, m, tok)
+	}
+	return r.scheduleTokenCheck(s, tok.ID, expires), nil
+}
+
+// rotate gives a settled MachinePool a new token and data for its next
+// instances. The old token was just extended, so an instance that picked it up
+// a moment ago still has a full TTL to join. The spec is written first: an
+// interruption before the data secret is rewritten is finished by the next
+// reconcile (reconcileToken), by either provider.
+func (r *Reconciler) rotate(ctx context.Context, s *scope, m *bootstraptoken.Manager, old bootstraptoken.Token) (ctrl.Result, error) {
+	tok, expires, err := m.Create(ctx, s.tokenOwner(), old.ID)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.addSensitive(tok.Value(), tok.Secret)
+	if err := r.setSpecToken(ctx, s, tok); err != nil {
+		return ctrl.Result{}, err
+	}
+	out, err := r.render(ctx, s, plan.ActionJoin)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	out.token = &tok
+	existing := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: s.cfg.Status.DataSecretName}, existing); err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading the data secret to rotate its token: %w", err)
+	}
+	if err := r.putDataSecret(ctx, s, out, existing); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.dataAvailable()
+	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenRotated, "Bootstrap",
+		"Replaced bootstrap token %s with %s for new instances of %s", old.ID, tok.ID, s.owner)
+	return r.scheduleTokenCheck(s, tok.ID, expires), nil
+}
+
+func (r *Reconciler) scheduleTokenCheck(s *scope, id string, expires time.Time) ctrl.Result {
+	next := (&bootstraptoken.Manager{TTL: r.TokenTTL}).NextCheck(expires)
+	r.checks.set(client.ObjectKeyFromObject(s.cfg), id, next)
+	return ctrl.Result{RequeueAfter: max(next.Sub(r.clock().Now()), time.Second)}
+}
+
+// finished reports whether the owner will never join with its token: it is
+// being deleted, or its infrastructure failed for good.
+func (o owner) finished() bool {
+	return o.doneReason() != "" && o.doneReason() != "joined"
+}
+
+// doneReason says why the owner needs its token no more, or "".
+func (o owner) doneReason() string {
+	switch {
+	case !o.object().GetDeletionTimestamp().IsZero():
+		return "deleting"
+	case o.machine != nil && (o.machine.Status.Phase == string(clusterv1.MachinePhaseFailed) ||
+		(o.machine.Status.Deprecated != nil && o.machine.Status.Deprecated.V1Beta1 != nil && o.machine.Status.Deprecated.V1Beta1.FailureReason != nil)):
+		return "failed"
+	case o.joined():
+		return "joined"
+	}
+	return ""
+}

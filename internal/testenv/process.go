@@ -1,0 +1,164 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Manager is a manager binary (this provider's or upstream's: they take the
+// same flags for what tests set) running against an API server.
+type Manager struct {
+	Name        string
+	cmd         *exec.Cmd
+	done        chan error
+	logs        string
+	metricsAddr string
+}
+
+// ManagerOptions says how to run a manager binary.
+type ManagerOptions struct {
+	// Binary is the manager's executable; Name names it in messages.
+	Binary, Name string
+	// Kubeconfig reaches the management API server.
+	Kubeconfig []byte
+	// WebhookCertDir holds a serving certificate for the manager's webhook
+	// server, on WebhookPort (a free port, idle, when 0).
+	WebhookCertDir string
+	WebhookPort    int
+	// Args are further flags.
+	Args []string
+	// Wrap, when set, is the command line the binary runs under (e.g. a
+	// namespace it needs); the binary and its flags follow it.
+	Wrap []string
+}
+
+// StartManager starts a manager binary and waits until it serves metrics.
+func StartManager(t testing.TB, o ManagerOptions) *Manager {
+	t.Helper()
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, o.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := &Manager{Name: o.Name, done: make(chan error, 1), logs: filepath.Join(dir, "manager.log"), metricsAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(t))}
+	if o.WebhookPort == 0 {
+		o.WebhookPort = FreePort(t)
+	}
+	args := append([]string{
+		"--kubeconfig=" + kc,
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", FreePort(t)),
+		"--diagnostics-address=" + m.metricsAddr, "--insecure-diagnostics",
+		fmt.Sprintf("--webhook-port=%d", o.WebhookPort),
+		"--webhook-cert-dir=" + o.WebhookCertDir,
+	}, o.Args...)
+	cmdline := append(append(append([]string{}, o.Wrap...), o.Binary), args...)
+	m.cmd = exec.Command(cmdline[0], cmdline[1:]...)
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	logFile, err := os.Create(m.logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { m.done <- m.cmd.Wait(); logFile.Close() }()
+	t.Cleanup(func() { m.Stop() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := m.Scrape(); err == nil {
+			return m
+		}
+		select {
+		case err := <-m.done:
+			m.done <- err
+			t.Fatalf("%s manager exited: %v\n%s", o.Name, err, m.LogTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s manager's metrics never answered\n%s", o.Name, m.LogTail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Stop ends the manager as a Deployment's rollout does (SIGTERM, then kill).
+func (m *Manager) Stop() {
+	m.signal(syscall.SIGTERM, 30*time.Second)
+}
+
+// Kill ends the manager at once (kill -9: a crash, a node lost).
+func (m *Manager) Kill() {
+	m.signal(syscall.SIGKILL, 30*time.Second)
+}
+
+func (m *Manager) signal(sig syscall.Signal, grace time.Duration) {
+	select {
+	case err := <-m.done:
+		m.done <- err
+		return
+	default:
+	}
+	_ = m.cmd.Process.Signal(sig)
+	select {
+	case err := <-m.done:
+		m.done <- err
+	case <-time.After(grace):
+		_ = m.cmd.Process.Kill()
+		m.done <- <-m.done
+	}
+}
+
+// LogTail is the end of the manager's log, for failure messages.
+func (m *Manager) LogTail() string {
+	data, _ := os.ReadFile(m.logs)
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	return string(data)
+}
+
+// Log is the manager's whole log so far.
+func (m *Manager) Log() string {
+	data, _ := os.ReadFile(m.logs)
+	return string(data)
+}
+
+// Scrape reads the manager's Prometheus metrics without labels (Go runtime
+// and process collectors are registered by controller-runtime).
+func (m *Manager) Scrape() (map[string]float64, error) {
+	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, sc.Err()
+}
