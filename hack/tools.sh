@@ -139,12 +139,14 @@ build_ignition() {
     github.com/coreos/ignition/v2/internal "-X github.com/coreos/ignition/v2/internal/distro.selinuxRelabel=false -X github.com/coreos/ignition/v2/internal/version.Raw=${IGNITION_VERSION}"
 }
 
-# in_module <module> <version>: whether this repository's go.mod builds the
-# module at exactly that version. A tool from such a module is built here
-# (build_here), compiled as make test compiles this module (static,
-# -trimpath), so vet and the tests reuse most of its packages.
+# in_module <module> <version> <package>: whether this repository's go.mod has
+# the module at exactly that version and resolves every import of the
+# package. A tool from such a module is built here (build_here), compiled as
+# make test compiles this module (static, -trimpath), so vet and the tests
+# reuse its packages.
 in_module() {
-  [[ "$(cd "${repo_root}" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' "$1" 2>/dev/null)" == "$2" ]]
+  [[ "$(cd "${repo_root}" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' "$1" 2>/dev/null)" == "$2" ]] &&
+    (cd "${repo_root}" && GOFLAGS=-mod=readonly go list -deps "$3" >/dev/null 2>&1)
 }
 
 # build_here <out> <package> [ldflags]
@@ -163,7 +165,7 @@ build_clusterctl() {
   [[ -x "${out}" ]] && return 0
   log "building clusterctl ${CLUSTER_API_VERSION}"
   ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=${CLUSTER_API_VERSION} -X sigs.k8s.io/cluster-api/version.gitMajor=$(major "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitMinor=$(minor "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
-  if in_module sigs.k8s.io/cluster-api "${CLUSTER_API_VERSION}"; then
+  if in_module sigs.k8s.io/cluster-api "${CLUSTER_API_VERSION}" sigs.k8s.io/cluster-api/cmd/clusterctl; then
     build_here "${out}" sigs.k8s.io/cluster-api/cmd/clusterctl "${ldflags}"
     return
   fi
@@ -227,7 +229,7 @@ go_install() {
   out=$(tool_path "${name}")
   [[ -x "${out}" ]] && return 0
   log "installing ${name} ${version}"
-  if [[ -n "${module}" ]] && in_module "${module}" "${version}"; then
+  if [[ -n "${module}" ]] && in_module "${module}" "${version}" "${pkg}"; then
     build_here "${out}" "${pkg}"
     return
   fi
