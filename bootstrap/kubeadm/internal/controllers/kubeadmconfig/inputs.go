@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 )
@@ -68,8 +69,12 @@ func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, error) 
 		}
 		return plan.ActionInit, nil
 	}
-	// Initialization is over: the lock has done its job (a no-op once released).
-	r.InitLock.Release(ctx, s.cluster, nil)
+	// Initialization is over: the lock has done its job. The cache says
+	// whether there is one at all (no request per joining machine); the
+	// release itself reads it live.
+	if r.initLockCached(ctx, s.cluster) {
+		r.InitLock.Release(ctx, s.cluster, nil)
+	}
 	if s.owner.isControlPlane() {
 		return plan.ActionJoinControlPlane, nil
 	}
@@ -271,4 +276,11 @@ func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string,
 		return "", nil //nolint:nilerr // a control plane without a string spec.version has no known version
 	}
 	return version, nil
+}
+
+// initLockCached reports whether the cache holds the cluster's init lock, or
+// cannot tell.
+func (r *Reconciler) initLockCached(ctx context.Context, cluster *clusterv1.Cluster) bool {
+	err := r.CachingClient.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: initlock.Name(cluster.Name)}, &corev1.ConfigMap{})
+	return !apierrors.IsNotFound(err)
 }

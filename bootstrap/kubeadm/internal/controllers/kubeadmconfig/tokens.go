@@ -137,8 +137,12 @@ func (r *Reconciler) setSpecToken(ctx context.Context, s *scope, tok bootstrapto
 		return fmt.Errorf("recording %s in the spec of KubeadmConfig %s: %w", tok, klog.KObj(s.cfg), err)
 	}
 	// The response carries the stored status; this reconcile's status is
-	// the one still to be written.
+	// the one still to be written, and what it says is about the spec as
+	// patched (the token is this controller's own change).
 	s.cfg.Status = *status
+	for i := range s.cfg.Status.Conditions {
+		s.cfg.Status.Conditions[i].ObservedGeneration = s.cfg.Generation
+	}
 	return nil
 }
 

@@ -37,11 +37,20 @@ func metadataChanged(o, n client.Object) bool {
 		!reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
 }
 
-// configChanged skips status-only updates of KubeadmConfigs: those are this
-// controller's own writes.
+// configChanged skips status-only updates of KubeadmConfigs and the token
+// written into the spec: those are this controller's own writes.
 var configChanged = updateOnly(func(o, n client.Object) bool {
-	return resync(o, n) || o.GetGeneration() != n.GetGeneration() || metadataChanged(o, n)
+	return resync(o, n) || metadataChanged(o, n) ||
+		(o.GetGeneration() != n.GetGeneration() && !onlyTokenChanged(o.(*bootstrapv1.KubeadmConfig), n.(*bootstrapv1.KubeadmConfig)))
 })
+
+// onlyTokenChanged reports whether two specs differ in the bootstrap token only.
+func onlyTokenChanged(o, n *bootstrapv1.KubeadmConfig) bool {
+	os, ns := o.Spec.DeepCopy(), n.Spec.DeepCopy()
+	os.JoinConfiguration.Discovery.BootstrapToken.Token = ""
+	ns.JoinConfiguration.Discovery.BootstrapToken.Token = ""
+	return reflect.DeepEqual(os, ns)
+}
 
 var machineChanged = updateOnly(func(o, n client.Object) bool {
 	om, nm := o.(*clusterv1.Machine), n.(*clusterv1.Machine)
