@@ -91,42 +91,44 @@ func validateConfig(c *bootstrapv1.KubeadmConfig, gates featuregate.FeatureGate)
 // is newer than the object, or stricter than upstream's provider that
 // admitted it, is refused only where the update changes it.
 func (w *KubeadmConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
-	errs, warnings := validateConfig(newC, w.Gates)
-	if len(errs) > 0 {
-		oldErrs, _ := validateConfig(oldC, w.Gates)
-		errs = ratchet(errs, oldErrs, oldC, newC)
-	}
-	if !dataSecretExists(oldC) {
-		return warnings, invalid("KubeadmConfig", newC.Name, errs)
-	}
-	annotations := field.NewPath("metadata", "annotations")
-	changed := func(a string) bool { return oldC.Annotations[a] != newC.Annotations[a] }
-	if ownedByMachinePool(oldC) {
-		for _, a := range []string{bootstrapv1.FormatAnnotation, bootstrapv1.IgnitionButaneAnnotation} {
-			if changed(a) {
-				warnings = append(warnings, fmt.Sprintf("%s: reaches the MachinePool's data secret %q when it is next rendered (a change of spec, or a token rotation)",
-					annotations.Key(a), oldC.Status.DataSecretName))
-			}
+	if !dataSecretExists(oldC) || ownedByMachinePool(oldC) {
+		errs, warnings := validateConfig(newC, w.Gates)
+		if len(errs) > 0 {
+			oldErrs, _ := validateConfig(oldC, w.Gates)
+			errs = ratchet(errs, oldErrs, oldC, newC)
+		}
+		if dataSecretExists(oldC) {
+			warnings = append(warnings, annotationWarnings(oldC, newC,
+				"reaches the MachinePool's data secret %q when it is next rendered (a change of spec, or a token rotation)")...)
 		}
 		return warnings, invalid("KubeadmConfig", newC.Name, errs)
 	}
-	errs, warnings = fieldrules.ValidateWithWarnings(&newC.Spec, w.Gates, field.NewPath("spec"))
+	errs, warnings := fieldrules.ValidateWithWarnings(&newC.Spec, w.Gates, field.NewPath("spec"))
 	if len(errs) > 0 {
 		oldErrs, _ := fieldrules.ValidateWithWarnings(&oldC.Spec, w.Gates, field.NewPath("spec"))
 		errs = ratchet(errs, oldErrs, oldC, newC)
 	}
-	for _, a := range []string{bootstrapv1.FormatAnnotation, bootstrapv1.IgnitionButaneAnnotation} {
-		if changed(a) {
-			warnings = append(warnings, fmt.Sprintf("%s: changes nothing: the bootstrap data secret %q already exists",
-				annotations.Key(a), oldC.Status.DataSecretName))
-		}
-	}
+	warnings = append(warnings, annotationWarnings(oldC, newC, "changes nothing: the bootstrap data secret %q already exists")...)
 	if oldC.Spec.EffectiveFormat() != newC.Spec.EffectiveFormat() {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "format"), fmt.Sprintf(
 			"cannot change from %q to %q: the bootstrap data secret %q already exists in format %q",
 			oldC.Spec.EffectiveFormat(), newC.Spec.EffectiveFormat(), oldC.Status.DataSecretName, oldC.Spec.EffectiveFormat())))
 	}
 	return warnings, invalid("KubeadmConfig", newC.Name, errs)
+}
+
+// annotationWarnings warns of each of this provider's annotations the update
+// changes once the data secret exists; what says what that does, with the
+// secret's name.
+func annotationWarnings(oldC, newC *bootstrapv1.KubeadmConfig, what string) []string {
+	var warnings []string
+	annotations := field.NewPath("metadata", "annotations")
+	for _, a := range []string{bootstrapv1.FormatAnnotation, bootstrapv1.IgnitionButaneAnnotation} {
+		if oldC.Annotations[a] != newC.Annotations[a] {
+			warnings = append(warnings, annotations.Key(a).String()+": "+fmt.Sprintf(what, oldC.Status.DataSecretName))
+		}
+	}
+	return warnings
 }
 
 // ownedByMachinePool reports whether a MachinePool owns the config (Cluster

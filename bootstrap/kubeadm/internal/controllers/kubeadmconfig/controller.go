@@ -298,24 +298,33 @@ func (c *tokenChecks) due(key client.ObjectKey, id string, now time.Time) time.D
 	return 0
 }
 
-func (c *tokenChecks) set(key client.ObjectKey, id string, at time.Time) {
+// update changes the record of key under the lock.
+func (c *tokenChecks) update(key client.ObjectKey, change func(t *tokenCheck)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.next == nil {
 		c.next = map[client.ObjectKey]tokenCheck{}
 	}
-	c.next[key] = tokenCheck{id: id, at: at}
+	t := c.next[key]
+	change(&t)
+	c.next[key] = t
 }
 
-// release records that the token with id is deleted: later reconciles of a
-// joined config cost nothing.
+// set schedules the next look at the token with id (what else is recorded of
+// that token stays).
+func (c *tokenChecks) set(key client.ObjectKey, id string, at time.Time) {
+	c.update(key, func(t *tokenCheck) {
+		if t.id != id {
+			*t = tokenCheck{id: id}
+		}
+		t.at = at
+	})
+}
+
+// release records that the token with id is deleted, or not a provider's:
+// later reconciles of the config have nothing to do for it.
 func (c *tokenChecks) release(key client.ObjectKey, id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.next == nil {
-		c.next = map[client.ObjectKey]tokenCheck{}
-	}
-	c.next[key] = tokenCheck{id: id, released: true}
+	c.update(key, func(t *tokenCheck) { *t = tokenCheck{id: id, released: true} })
 }
 
 func (c *tokenChecks) released(key client.ObjectKey, id string) bool {
@@ -325,36 +334,31 @@ func (c *tokenChecks) released(key client.ObjectKey, id string) bool {
 	return ok && t.released && t.id == id
 }
 
-// adopted reports whether adopting the token with id was already reported,
-// and records that it now is.
-func (c *tokenChecks) adopted(key client.ObjectKey, id string) bool {
+// isAdopted reports whether the token with id was found to be a provider's
+// and adopted (adopted was called for it).
+func (c *tokenChecks) isAdopted(key client.ObjectKey, id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.next == nil {
-		c.next = map[client.ObjectKey]tokenCheck{}
-	}
-	t := c.next[key]
-	if t.id != id {
-		t = tokenCheck{id: id}
-	}
-	seen := t.adopted
-	t.adopted = true
-	c.next[key] = t
+	t, ok := c.next[key]
+	return ok && t.adopted && t.id == id
+}
+
+// adopted reports whether adopting the token with id was already reported,
+// and records that it now is.
+func (c *tokenChecks) adopted(key client.ObjectKey, id string) (seen bool) {
+	c.update(key, func(t *tokenCheck) {
+		if t.id != id {
+			*t = tokenCheck{id: id}
+		}
+		seen, t.adopted = t.adopted, true
+	})
 	return seen
 }
 
 // seenGone reports whether a used data secret's deletion was already
 // reported, and records that it now is.
-func (c *tokenChecks) seenGone(key client.ObjectKey) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.next == nil {
-		c.next = map[client.ObjectKey]tokenCheck{}
-	}
-	t := c.next[key]
-	seen := t.dataGone
-	t.dataGone = true
-	c.next[key] = t
+func (c *tokenChecks) seenGone(key client.ObjectKey) (seen bool) {
+	c.update(key, func(t *tokenCheck) { seen, t.dataGone = t.dataGone, true })
 	return seen
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
 )
@@ -160,6 +162,11 @@ func TestSwapWithUpstream(t *testing.T) {
 	if n := len(tokensOf(t, w0)); n != 0 {
 		t.Fatalf("this manager made %d tokens of its own for w-0, which has upstream's", n)
 	}
+	// One look after the adoption later (half a TTL), it is still reported once.
+	f.waitForExtension("this manager, again", t0.ID, expiration(t, mustToken(t, t0.ID)), 2*ttl)
+	if n := eventCount(t, w0, kubeadmconfig.EventTokenAdopted); n != 1 {
+		t.Errorf("w-0's token adoption reported %d times, want once", n)
+	}
 	_, w1 := f.machine("w-1", false, joinSpec(bootstrapv1.CloudConfig, false))
 	f.waitForData(w1)
 	t1 := f.specToken(w1)
@@ -228,4 +235,34 @@ func allTokens(t *testing.T) []corev1.Secret {
 		}
 	}
 	return out
+}
+
+func mustToken(t *testing.T, id string) *corev1.Secret {
+	t.Helper()
+	s, ok := tokenSecret(t, id)
+	if !ok {
+		t.Fatalf("token %s is not in the workload cluster", id)
+	}
+	return s
+}
+
+// eventCount is how often an event with reason was recorded on cfg (a
+// repeated event is one Event with a series).
+func eventCount(t *testing.T, cfg *bootstrapv1.KubeadmConfig, reason string) int {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := mgmt.Client.List(context.Background(), list, client.InNamespace(cfg.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.UID != cfg.UID || e.Reason != reason {
+			continue
+		}
+		n++
+		if e.Series != nil {
+			n += int(e.Series.Count) - 1
+		}
+	}
+	return n
 }

@@ -110,11 +110,8 @@ func (r *Reconciler) joinToken(ctx context.Context, s *scope, action plan.Action
 		}
 		return &tok, expires, nil
 	}
-	if !bootstraptoken.Derived(s.cfg.UID, "", tok.ID) {
-		made, err := m.MadeByProvider(ctx, tok)
-		if err != nil || !made {
-			return nil, time.Time{}, err
-		}
+	if ours, err := r.providerToken(ctx, s, m, tok, ""); err != nil || !ours {
+		return nil, time.Time{}, err
 	}
 	expires, _, err := m.Keep(ctx, s.tokenOwner(), tok)
 	if err != nil {
@@ -172,7 +169,8 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.S
 		}
 		return ctrl.Result{}, err
 	}
-	if carried != tok.ID {
+	if carried != tok.ID && !r.checks.isAdopted(key, tok.ID) {
+		// Once adopted, the token's provenance is not read again at each look.
 		ours, err := r.providerToken(ctx, s, m, tok, carried)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -195,9 +193,8 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.S
 			if err := r.adopt(ctx, s, sec, tok); err != nil {
 				return ctrl.Result{}, err
 			}
-		case !r.checks.adopted(key, tok.ID):
-			r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenAdopted, "Bootstrap",
-				"Looking after %s of %s, made by a Cluster API kubeadm bootstrap provider", tok, s.owner)
+		default:
+			r.reportAdopted(s, tok)
 		}
 	}
 	return r.maintainToken(ctx, s, m, tok)
@@ -221,9 +218,17 @@ func (r *Reconciler) adopt(ctx context.Context, s *scope, sec *corev1.Secret, to
 	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("recording %s on the data secret %s: %w", tok, klog.KObj(sec), err)
 	}
-	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenAdopted, "Bootstrap",
-		"Looking after %s of %s, made by a Cluster API kubeadm bootstrap provider", tok, s.owner)
+	r.reportAdopted(s, tok)
 	return nil
+}
+
+// reportAdopted records, once per token and process, that this provider now
+// looks after a token another provider made.
+func (r *Reconciler) reportAdopted(s *scope, tok bootstraptoken.Token) {
+	if !r.checks.adopted(client.ObjectKeyFromObject(s.cfg), tok.ID) {
+		r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenAdopted, "Bootstrap",
+			"Looking after %s of %s, made by a Cluster API kubeadm bootstrap provider", tok, s.owner)
+	}
 }
 
 // moveLegacyToken gives the spec the token an earlier version of this
@@ -255,12 +260,12 @@ func (r *Reconciler) moveLegacyToken(ctx context.Context, s *scope, sec *corev1.
 func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstraptoken.Manager, tok bootstraptoken.Token) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("bootstrapToken", tok.ID)
 	key := client.ObjectKeyFromObject(s.cfg)
-	if s.owner.joined() || s.owner.finished() {
+	if why := s.owner.doneReason(); why != "" {
 		if err := m.Delete(ctx, s.tokenOwner(), tok); err != nil && !errors.Is(err, bootstraptoken.ErrNotOwned) {
 			return ctrl.Result{}, err
 		}
 		r.checks.release(key, tok.ID)
-		log.V(2).Info("Deleted the bootstrap token", "why", s.owner.doneReason())
+		log.V(2).Info("Deleted the bootstrap token", "why", why)
 		return ctrl.Result{}, nil
 	}
 	expires, did, err := m.Keep(ctx, s.tokenOwner(), tok)
@@ -321,13 +326,8 @@ func (r *Reconciler) scheduleTokenCheck(s *scope, id string, expires time.Time) 
 	return ctrl.Result{RequeueAfter: max(next.Sub(r.clock().Now()), time.Second)}
 }
 
-// finished reports whether the owner will never join with its token: it is
-// being deleted, or its infrastructure failed for good.
-func (o owner) finished() bool {
-	return o.doneReason() != "" && o.doneReason() != "joined"
-}
-
-// doneReason says why the owner needs its token no more, or "".
+// doneReason says why the owner needs its token no more (joined, or never
+// will: being deleted, or failed for good), or "".
 func (o owner) doneReason() string {
 	switch {
 	case !o.object().GetDeletionTimestamp().IsZero():

@@ -46,10 +46,10 @@ var configChanged = updateOnly(func(o, n client.Object) bool {
 
 // onlyTokenChanged reports whether two specs differ in the bootstrap token only.
 func onlyTokenChanged(o, n *bootstrapv1.KubeadmConfig) bool {
-	os, ns := o.Spec.DeepCopy(), n.Spec.DeepCopy()
-	os.JoinConfiguration.Discovery.BootstrapToken.Token = ""
-	ns.JoinConfiguration.Discovery.BootstrapToken.Token = ""
-	return reflect.DeepEqual(os, ns)
+	a, b := o.Spec.DeepCopy(), n.Spec.DeepCopy()
+	a.JoinConfiguration.Discovery.BootstrapToken.Token = ""
+	b.JoinConfiguration.Discovery.BootstrapToken.Token = ""
+	return reflect.DeepEqual(a, b)
 }
 
 var machineChanged = updateOnly(func(o, n client.Object) bool {
