@@ -78,7 +78,7 @@ func TestLookupResolvesPrintedPaths(t *testing.T) {
 	tree := jsonTree(c)
 	for path, want := range map[*field.Path]any{
 		field.NewPath("metadata", "annotations").Key("example.com/key.with.dots"): "v",
-		field.NewPath("spec", "files").Index(1).Child("path"):                      "/b",
+		field.NewPath("spec", "files").Index(1).Child("path"):                     "/b",
 	} {
 		if got, ok := lookup(tree, path.String()); !ok || got != want {
 			t.Errorf("%s: %v %v, want %v", path, got, ok, want)
