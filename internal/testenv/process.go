@@ -118,6 +118,36 @@ func (m *Manager) signal(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
+// Exited reports whether the manager's process has ended (killed, or exited
+// on its own, e.g. after losing its leader-election lease).
+func (m *Manager) Exited() bool {
+	select {
+	case err := <-m.done:
+		m.done <- err
+		return true
+	default:
+		return false
+	}
+}
+
+// Leads reports whether the manager holds its leader-election lease (client-go's
+// leader_election_master_status gauge, which controller-runtime registers).
+func (m *Manager) Leads() (bool, error) {
+	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "leader_election_master_status{") {
+			return strings.HasSuffix(line, " 1"), nil
+		}
+	}
+	return false, sc.Err()
+}
+
 // LogTail is the end of the manager's log, for failure messages.
 func (m *Manager) LogTail() string {
 	data, _ := os.ReadFile(m.logs)

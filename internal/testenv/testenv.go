@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -99,6 +100,10 @@ type Options struct {
 	// WithClusterAPI also installs Cluster API's core CRDs, which the
 	// KubeadmConfig controller watches.
 	WithClusterAPI bool
+	// APIServerDir keeps the API server's certificates and port across a
+	// restart (Env.RestartAPIServer): clients keep their kubeconfigs, as they
+	// do when a real cluster's API server restarts.
+	APIServerDir string
 }
 
 // Environment is an envtest environment for this provider, not yet started.
@@ -269,6 +274,12 @@ func New(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.APIServerDir != "" {
+		if err := os.MkdirAll(opts.APIServerDir, 0o700); err != nil {
+			return nil, err
+		}
+		env.ControlPlane.GetAPIServer().CertDir = opts.APIServerDir
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
@@ -283,6 +294,21 @@ func New(opts Options) (*Env, error) {
 
 // Stop stops the API server and etcd.
 func (e *Env) Stop() error { return e.Environment.Stop() }
+
+// RestartAPIServer stops the API server (SIGTERM) and starts it again on the
+// same port, certificates and etcd, after down has passed. Only an Env started
+// with Options.APIServerDir keeps its certificates, and so its clients.
+func (e *Env) RestartAPIServer(down time.Duration) error {
+	s := e.Environment.ControlPlane.GetAPIServer()
+	if err := s.Stop(); err != nil {
+		return fmt.Errorf("stopping the API server: %w", err)
+	}
+	time.Sleep(down)
+	if err := s.Start(); err != nil {
+		return fmt.Errorf("starting the API server again: %w", err)
+	}
+	return nil
+}
 
 // Start launches the API server and stops it when the test ends.
 func Start(t testing.TB, opts Options) *Env {
