@@ -1,9 +1,11 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
+	"sync"
 	"testing"
 )
 
@@ -37,4 +39,32 @@ func FreeTCPPort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// InParallel runs do(i) for every i in [0, n), eight at a time (as Cluster
+// API's controllers create many objects at once), and returns the errors.
+func InParallel(n int, do func(int) error) error {
+	work := make(chan int)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				if err := do(i); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
 }

@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -279,30 +278,9 @@ func must(b *testing.B, err error) {
 }
 
 // createMachines creates one control-plane Machine and n-1 workers, each
-// with its KubeadmConfig owned by it, eight at a time.
+// with its KubeadmConfig owned by it.
 func createMachines(b *testing.B, ns string, n int) {
-	ctx := context.Background()
-	work := make(chan int)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := range work {
-				if err := createMachine(ctx, ns, i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+	must(b, testenv.InParallel(n, func(i int) error { return createMachine(context.Background(), ns, i) }))
 }
 
 func createMachine(ctx context.Context, ns string, i int) error {

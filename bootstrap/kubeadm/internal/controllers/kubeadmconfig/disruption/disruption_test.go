@@ -22,7 +22,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -394,7 +393,7 @@ func (f *fixture) setPaused(paused bool) {
 // is initialized), the others workers, cloud-config and Ignition alternating.
 func (f *fixture) createMachines(n int) {
 	f.t.Helper()
-	f.inParallel(n, func(i int) error {
+	f.must(testenv.InParallel(n, func(i int) error {
 		name := fmt.Sprintf("m-%03d", i)
 		labels := map[string]string{clusterv1.ClusterNameLabel: clusterName}
 		spec := bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.CloudConfig}
@@ -418,14 +417,14 @@ func (f *fixture) createMachines(n int) {
 			return err
 		}
 		return f.client().Create(f.ctx, f.configFor(name, m, "Machine", spec))
-	})
+	}))
 }
 
 // createPools creates n MachinePools of one replica whose Node exists (a
 // settled pool: its token rotates at half TTL), each with its KubeadmConfig.
 func (f *fixture) createPools(n int) {
 	f.t.Helper()
-	f.inParallel(n, func(i int) error {
+	f.must(testenv.InParallel(n, func(i int) error {
 		name := fmt.Sprintf("pool-%03d", i)
 		pool := &clusterv1.MachinePool{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}, OwnerReferences: f.clusterOwns()},
@@ -452,7 +451,7 @@ func (f *fixture) createPools(n int) {
 			format = bootstrapv1.Ignition
 		}
 		return f.client().Create(f.ctx, f.configFor(name, pool, "MachinePool", bootstrapv1.KubeadmConfigSpec{Format: format}))
-	})
+	}))
 }
 
 // scalePoolsUp gives every pool a second replica without its Node yet: a
@@ -501,33 +500,6 @@ func (f *fixture) configFor(name string, owner client.Object, kind string, spec 
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: kind, Name: name, UID: owner.GetUID(), Controller: ptr.To(true)}},
 		},
 		Spec: spec,
-	}
-}
-
-// inParallel runs create(i) for i in [0, n), eight at a time, as a
-// MachineDeployment's controller creates many machines at once.
-func (f *fixture) inParallel(n int, create func(int) error) {
-	f.t.Helper()
-	work := make(chan int)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := range work {
-				if err := create(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		f.t.Fatal(err)
 	}
 }
 
