@@ -138,7 +138,7 @@ func TestLeaderKilledDuringTokenRotation(t *testing.T) {
 
 // TestAPIServerRestartedMidScale: 300 machines of an initialized cluster,
 // created while it is paused; once it is unpaused and 30 configs have
-// their data, the management API server stops for a few seconds (longer than
+// their data, the management API server stops for 8 seconds (longer than
 // the leader's renew deadline: the leader loses its lease and exits, and is
 // started again) and comes back on the same etcd.
 func TestAPIServerRestartedMidScale(t *testing.T) {
@@ -148,7 +148,7 @@ func TestAPIServerRestartedMidScale(t *testing.T) {
 	f.createMachines(300)
 	f.setPaused(false)
 	f.waitFor(d, "data for 30 machines", 2*time.Minute, func() bool { return f.dataCount() >= 30 })
-	if err := mgmt.RestartAPIServer(5 * time.Second); err != nil {
+	if err := mgmt.RestartAPIServer(8 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("management API server restarted with %d of 300 configs' data in", f.dataCount())
