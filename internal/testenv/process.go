@@ -133,19 +133,13 @@ func (m *Manager) Exited() bool {
 // Leads reports whether the manager holds its leader-election lease (client-go's
 // leader_election_master_status gauge, which controller-runtime registers).
 func (m *Manager) Leads() (bool, error) {
-	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, "leader_election_master_status{") {
-			return strings.HasSuffix(line, " 1"), nil
+	leads := false
+	err := m.scanMetrics(func(line string) {
+		if strings.HasPrefix(line, "leader_election_master_status{") {
+			leads = strings.HasSuffix(line, " 1")
 		}
-	}
-	return false, sc.Err()
+	})
+	return leads, err
 }
 
 // LogTail is the end of the manager's log, for failure messages.
@@ -166,29 +160,35 @@ func (m *Manager) Log() string {
 // Scrape reads the manager's Prometheus metrics without labels (Go runtime
 // and process collectors are registered by controller-runtime).
 func (m *Manager) Scrape() (map[string]float64, error) {
-	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metrics: %s", resp.Status)
-	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
+	err := m.scanMetrics(func(line string) {
 		name, value, ok := strings.Cut(line, " ")
 		if !ok || strings.Contains(name, "{") {
-			continue
+			return
 		}
 		if v, err := strconv.ParseFloat(value, 64); err == nil {
 			out[name] = v
 		}
+	})
+	return out, err
+}
+
+// scanMetrics calls each with every sample line of the manager's metrics.
+func (m *Manager) scanMetrics(each func(line string)) error {
+	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
+	if err != nil {
+		return err
 	}
-	return out, sc.Err()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("metrics: %s", resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); !strings.HasPrefix(line, "#") {
+			each(line)
+		}
+	}
+	return sc.Err()
 }

@@ -460,11 +460,8 @@ func (f *fixture) scalePoolsUp() {
 	f.t.Helper()
 	pools := &clusterv1.MachinePoolList{}
 	f.must(f.client().List(f.ctx, pools, client.InNamespace(f.ns)))
-	for i := range pools.Items {
-		pool := &pools.Items[i]
-		before := pool.DeepCopy()
-		pool.Spec.Replicas = ptr.To[int32](2)
-		f.must(f.client().Patch(f.ctx, pool, client.MergeFrom(before)))
+	for _, pool := range pools.Items {
+		f.setPoolReplicas(pool.Name, 2)
 	}
 }
 
@@ -477,7 +474,7 @@ func (f *fixture) poolsConsistent() bool {
 		if err := f.client().Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, sec); err != nil {
 			return false
 		}
-		if id, _, _ := strings.Cut(tok, "."); sec.Annotations[kubeadmconfig.TokenIDAnnotation] != id {
+		if sec.Annotations[kubeadmconfig.TokenIDAnnotation] != tokenID(tok) {
 			return false
 		}
 	}
