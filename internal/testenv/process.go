@@ -39,23 +39,48 @@ type ManagerOptions struct {
 	// Wrap, when set, is the command line the binary runs under (e.g. a
 	// namespace it needs); the binary and its flags follow it.
 	Wrap []string
+	// Dir receives the manager's kubeconfig and log (<Name>.log);
+	// StartManager uses the test's temporary directory when it is empty.
+	Dir string
 }
 
-// StartManager starts a manager binary and waits until it serves metrics.
+// StartManager starts a manager binary for a test (its files in the test's
+// temporary directory, stopped when the test ends) and waits until it serves
+// metrics.
 func StartManager(t testing.TB, o ManagerOptions) *Manager {
 	t.Helper()
-	dir := t.TempDir()
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, o.Kubeconfig, 0o600); err != nil {
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	m, err := RunManager(o)
+	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Manager{Name: o.Name, done: make(chan error, 1), logs: filepath.Join(dir, "manager.log"), metricsAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(t))}
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// RunManager starts a manager binary and waits until it serves metrics; the
+// caller stops it.
+func RunManager(o ManagerOptions) (*Manager, error) {
+	if o.Dir == "" {
+		return nil, fmt.Errorf("%s manager: no directory for its files", o.Name)
+	}
+	kc := filepath.Join(o.Dir, o.Name+".kubeconfig")
+	if err := os.WriteFile(kc, o.Kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{Name: o.Name, done: make(chan error, 1), logs: filepath.Join(o.Dir, o.Name+".log"), metricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[0])}
 	if o.WebhookPort == 0 {
-		o.WebhookPort = FreePort(t)
+		o.WebhookPort = ports[1]
 	}
 	args := append([]string{
 		"--kubeconfig=" + kc,
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", FreePort(t)),
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", ports[2]),
 		"--diagnostics-address=" + m.metricsAddr, "--insecure-diagnostics",
 		fmt.Sprintf("--webhook-port=%d", o.WebhookPort),
 		"--webhook-cert-dir=" + o.WebhookCertDir,
@@ -63,29 +88,32 @@ func StartManager(t testing.TB, o ManagerOptions) *Manager {
 	cmdline := append(append(append([]string{}, o.Wrap...), o.Binary), args...)
 	m.cmd = exec.Command(cmdline[0], cmdline[1:]...)
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	logFile, err := os.Create(m.logs)
+	// Appended to: a manager started again under the same name keeps its
+	// earlier lines, as a Pod's previous logs are kept.
+	logFile, err := os.OpenFile(m.logs, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
+		logFile.Close()
+		return nil, err
 	}
 	go func() { m.done <- m.cmd.Wait(); logFile.Close() }()
-	t.Cleanup(func() { m.Stop() })
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, err := m.Scrape(); err == nil {
-			return m
+			return m, nil
 		}
 		select {
 		case err := <-m.done:
 			m.done <- err
-			t.Fatalf("%s manager exited: %v\n%s", o.Name, err, m.LogTail())
+			return nil, fmt.Errorf("%s manager exited: %v\n%s", o.Name, err, m.LogTail())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s manager's metrics never answered\n%s", o.Name, m.LogTail())
+			m.Kill()
+			return nil, fmt.Errorf("%s manager's metrics never answered\n%s", o.Name, m.LogTail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -191,4 +219,26 @@ func (m *Manager) scanMetrics(each func(line string)) error {
 		}
 	}
 	return sc.Err()
+}
+
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := FreeTCPPort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	return ports, nil
+}
+
+// PodNamespaceWrap is a ManagerOptions.Wrap under which a manager finds ns in
+// the service-account namespace file every Pod has (in a mount namespace of
+// its own: tmpfs on /run). Upstream's manager reads its leader-election
+// lease's namespace only from there.
+func PodNamespaceWrap(ns string) []string {
+	const podFiles = `mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && ` +
+		`printf %s "$NAMESPACE" > /run/secrets/kubernetes.io/serviceaccount/namespace && exec "$@"`
+	return []string{"env", "NAMESPACE=" + ns, "unshare", "--mount", "sh", "-c", podFiles, "sh"}
 }

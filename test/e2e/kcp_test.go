@@ -190,8 +190,12 @@ func (w *workloadCluster) expectRemediation(format bootstrapv1.Format, machines 
 			Checks: clusterv1.MachineHealthCheckChecks{
 				NodeStartupTimeoutSeconds: ptr.To[int32](600),
 				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+					// A hung host's node turns Unknown: caught at once. A
+					// node that just joined is False until its pod network
+					// is up, which under load takes longer than 10s: a
+					// short False timeout remediates the replacement too.
 					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](10)},
-					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](10)},
+					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](300)},
 				},
 			},
 		},

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,75 +22,6 @@ import (
 // consumers is the program that runs each format's data on a host.
 var consumers = map[bootstrapv1.Format]string{
 	bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Ignition: "ignition", bootstrapv1.Raw: "raw agent (pkg/rawagent)",
-}
-
-// testMachinePools runs a MachinePool of 3 in each format in w (whose
-// manager has a short token TTL): every instance joins with its pool's one
-// data secret; once a pool settles its token is rotated (the data secret
-// gets a new token, the old one expires and the workload cluster's token
-// cleaner removes it); scaled to 5, the new instances boot with the rotated
-// data and join, which they could not with the first token; scaled to 2,
-// the oldest instances and their Nodes go.
-func testMachinePools(w *workloadCluster) {
-	w.t.Helper()
-	pools := map[string]bootstrapv1.Format{}
-	for _, f := range bootstrapv1.Formats {
-		name := w.Name + "-pool-" + string(f)
-		pools[name] = f
-		w.create(w.MachinePool(name, f, 3)...)
-	}
-	w.waitForPools(pools, 3, 8*time.Minute)
-	for name, f := range pools {
-		w.expectPoolConsumers(name, f)
-	}
-
-	first := map[string]string{}
-	for name := range pools {
-		first[name] = w.poolTokenID(name)
-	}
-	w.waitFor(3*time.Minute, "every pool's token rotated, the first one gone from the workload cluster", func() bool {
-		for name := range pools {
-			if w.poolTokenID(name) == first[name] || w.workloadTokenExists(first[name]) {
-				return false
-			}
-		}
-		return true
-	})
-	w.t.Logf("tokens rotated; the first ones expired and were cleaned up: %v", first)
-
-	for name := range pools {
-		w.scalePool(name, 5)
-	}
-	w.waitForPools(pools, 5, 6*time.Minute)
-	for name, f := range pools {
-		w.expectPoolConsumers(name, f)
-	}
-	kept := map[string][]string{}
-	for name := range pools {
-		instances := w.simulatedPool(name).Status.Instances
-		for _, in := range instances[3:] {
-			if in.DataSecretVersion == instances[0].DataSecretVersion {
-				w.t.Errorf("pool %s: instance %s booted with the first data, not the rotated one", name, in.Name)
-			}
-		}
-		for _, in := range instances[3:] {
-			kept[name] = append(kept[name], in.Name)
-		}
-	}
-
-	for name := range pools {
-		w.scalePool(name, 2)
-	}
-	w.waitForPools(pools, 2, 4*time.Minute)
-	for name := range pools {
-		var left []string
-		for _, in := range w.simulatedPool(name).Status.Instances {
-			left = append(left, in.Name)
-		}
-		if !slices.Equal(left, kept[name]) {
-			w.t.Errorf("pool %s scaled to 2 kept %v, want the newest %v", name, left, kept[name])
-		}
-	}
 }
 
 // waitForPools waits until every pool (by MachinePool name) has want
@@ -241,37 +171,3 @@ func (w *workloadCluster) poolTokenID(name string) string {
 	return id
 }
 
-// workloadTokenExists reports whether the workload cluster still has the
-// bootstrap token with that ID.
-func (w *workloadCluster) workloadTokenExists(id string) bool {
-	w.t.Helper()
-	_, err := w.workloadClient().CoreV1().Secrets(metav1.NamespaceSystem).Get(context.Background(), "bootstrap-token-"+id, metav1.GetOptions{})
-	return !apierrors.IsNotFound(err)
-}
-
-// deleteMachinePools deletes the namespace's MachinePools and waits until
-// their instances and Nodes are gone.
-func (w *workloadCluster) deleteMachinePools() {
-	w.t.Helper()
-	ctx := context.Background()
-	if err := w.c.DeleteAllOf(ctx, &clusterv1.MachinePool{}, client.InNamespace(w.Namespace)); err != nil {
-		w.t.Fatal(err)
-	}
-	prefix := controllers.ProviderID(w.Namespace, w.Name+"-pool-")
-	w.waitFor(3*time.Minute, "the MachinePools, their instances and Nodes gone", func() bool {
-		var pools infrav1.SimulatedMachinePoolList
-		if err := w.c.List(ctx, &pools, client.InNamespace(w.Namespace)); err != nil || len(pools.Items) > 0 {
-			return false
-		}
-		nodes, err := w.workloadClient().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false
-		}
-		for _, n := range nodes.Items {
-			if strings.HasPrefix(n.Spec.ProviderID, prefix) {
-				return false
-			}
-		}
-		return true
-	})
-}

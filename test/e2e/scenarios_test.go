@@ -185,21 +185,6 @@ func TestRolloutToAnotherFormat(t *testing.T) {
 	w.expectNothingLeftBehind(3)
 }
 
-// TestShortTokenTTL: with a 30s bootstrap token TTL, a worker that boots
-// 75s after getting its data still joins (the controller extends its token
-// until the machine has a node), and MachinePools of each format rotate
-// their tokens while instances keep joining (testMachinePools).
-func TestShortTokenTTL(t *testing.T) {
-	withManagerArgs(t, append([]string{"--bootstrap-token-ttl=30s"}, managerArgs...)...)
-	w := newWorkloadCluster(t, "ttl")
-	w.controlPlaneMachine("ttl-cp-0", bootstrapv1.CloudConfig)
-	w.machineDeployment("ttl-slow", bootstrapv1.Raw, 1, 75*time.Second)
-	testMachinePools(w)
-	w.deleteMachinePools()
-	w.expectNodes(w.waitForMachines(2, 6*time.Minute))
-	w.expectNothingLeftBehind(2)
-}
-
 // TestSecondControlPlane: a second control-plane Machine runs kubeadm join
 // --control-plane with the certificates its data carries: its own etcd
 // member, API server, controller manager and scheduler.

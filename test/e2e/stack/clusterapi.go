@@ -1,16 +1,11 @@
 package stack
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -21,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -294,19 +288,11 @@ func installClusterAPIWebhooks(ctx context.Context, c client.Client, port int, c
 		"capi-core-": filepath.Join(dir, "core", "config", "webhook", "manifests.yaml"),
 		"capi-kcp-":  filepath.Join(dir, "controlplane", "kubeadm", "config", "webhook", "manifests.yaml"),
 	} {
-		b, err := os.ReadFile(file)
+		docs, err := readManifests(file)
 		if err != nil {
 			return err
 		}
-		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-		for {
-			doc, err := docs.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return err
-			}
+		for _, doc := range docs {
 			cfg := &unstructured.Unstructured{}
 			if err := yaml.Unmarshal(doc, &cfg.Object); err != nil {
 				return err

@@ -16,11 +16,13 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
@@ -47,12 +49,16 @@ type Stack struct {
 	// Kubeconfig is an admin kubeconfig of the management cluster.
 	Kubeconfig string
 
-	opts        Options
-	env         *testenv.Environment
-	managerBin  string
-	manager     *exec.Cmd
-	managerDone chan struct{}
-	managerArgs []string
+	opts       Options
+	env        *testenv.Environment
+	managerBin string
+	// The bootstrap provider that runs: its manager, whose webhook server
+	// listens on webhookPort, and the provider whose components are
+	// installed.
+	manager     *testenv.Manager
+	provider    Provider
+	webhookPort int
+	installed   string
 	gc          *exec.Cmd
 	cancel      context.CancelFunc
 	capiStopped chan struct{}
@@ -94,7 +100,7 @@ func labOptions(stateDir string) (host.LabOptions, error) {
 
 // Start brings the stack up. Stop takes it down.
 func Start(ctx context.Context, opts Options) (*Stack, error) {
-	s := &Stack{opts: opts, managerArgs: opts.ManagerArgs}
+	s := &Stack{opts: opts}
 	if err := s.start(ctx); err != nil {
 		s.Stop() // whatever did start
 		return nil, err
@@ -123,6 +129,9 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := infrav1.AddToScheme(s.env.Scheme); err != nil {
 		return err
 	}
+	if err := apiextensionsv1.AddToScheme(s.env.Scheme); err != nil { // swapping providers replaces CRDs
+		return err
+	}
 	if s.Config, err = s.env.Start(); err != nil {
 		return err
 	}
@@ -131,6 +140,11 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 	if s.Kubeconfig, err = testenv.WriteAdminKubeconfig(s.env, opts.StateDir); err != nil {
+		return err
+	}
+	// The provider's namespace, as clusterctl makes it: the leader-election
+	// lease lives there.
+	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ProviderNamespace}}); err != nil {
 		return err
 	}
 
@@ -148,7 +162,13 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 
 	s.progress("starting this provider's manager (its webhooks serve admission and conversion)")
-	if err := s.startManager(); err != nil {
+	ours, err := s.OurProvider()
+	if err != nil {
+		return err
+	}
+	s.installed = ours.Name // the environment installed its components
+	s.webhookPort = s.env.WebhookInstallOptions.LocalServingPort
+	if err := s.startManager(ours.With(opts.ManagerArgs...), s.webhookPort); err != nil {
 		return err
 	}
 
@@ -165,57 +185,30 @@ func (s *Stack) progress(msg string) {
 	}
 }
 
-// startManager runs the manager binary against the management cluster and
-// waits until its webhooks answer.
-func (s *Stack) startManager() error {
-	hooks := s.env.WebhookInstallOptions
-	// The manager has the release's rights only, not the tests' admin.
-	kubeconfig, err := s.env.WriteManagerKubeconfig(s.opts.StateDir)
+// startManager runs p's manager against the management cluster, its webhook
+// server on port, and waits until its webhooks answer.
+func (s *Stack) startManager(p Provider, port int) error {
+	m, err := s.runManager(p, port)
 	if err != nil {
 		return err
 	}
-	args := append([]string{
-		"--kubeconfig=" + kubeconfig,
-		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
-		"--webhook-cert-dir=" + hooks.LocalServingCertDir,
-		"--health-addr=127.0.0.1:0",
-		"--diagnostics-address=127.0.0.1:0",
-		"--insecure-diagnostics",
-	}, s.managerArgs...)
-	logFile, err := s.openLog(managerLog)
-	if err != nil {
-		return err
+	s.manager, s.provider = m, p
+	return s.waitForAdmission()
+}
+
+// runManager starts p's manager as its Deployment runs it, its webhook server
+// on port.
+func (s *Stack) runManager(p Provider, port int) (*testenv.Manager, error) {
+	o := testenv.ManagerOptions{
+		Binary: p.binary, Name: p.Name, Kubeconfig: p.kubeconfig, Dir: s.opts.StateDir,
+		WebhookCertDir: s.env.WebhookInstallOptions.LocalServingCertDir, WebhookPort: port,
+		Args: p.Args,
 	}
-	defer logFile.Close()
-	s.manager = exec.Command(s.managerBin, args...)
-	s.manager.Stdout, s.manager.Stderr = logFile, logFile
-	s.manager.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.manager.Start(); err != nil {
-		return fmt.Errorf("starting the manager: %w", err)
+	if p.leaderElection {
+		o.Args = append(append([]string(nil), p.electionArgs...), p.Args...)
+		o.Wrap = p.electionWrap
 	}
-	done := make(chan struct{})
-	s.managerDone = done
-	cmd := s.manager
-	go func() { _ = cmd.Wait(); close(done) }()
-	// Ready when a KubeadmConfig dry-run create passes admission.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		probe := &bootstrapv1.KubeadmConfig{}
-		probe.Namespace, probe.Name = "default", "webhook-probe"
-		err := s.Client.Create(context.Background(), probe, client.DryRunAll)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("the manager exited (see %s)", s.ManagerLog())
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the manager's webhooks did not answer within 60s: %w", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return testenv.RunManager(o)
 }
 
 // startGarbageCollector runs kube-controller-manager's garbage collector and
@@ -238,25 +231,21 @@ func (s *Stack) startGarbageCollector() error {
 	return s.gc.Start()
 }
 
-// RestartManager restarts this provider's manager with other extra flags.
+// RestartManager restarts this provider's manager with other extra flags
+// (its components installed again if another provider's were).
 func (s *Stack) RestartManager(args ...string) error {
-	s.stopManager()
-	s.managerArgs = args
-	return s.startManager()
+	ours, err := s.OurProvider()
+	if err != nil {
+		return err
+	}
+	return s.ReplaceProvider(ours.With(args...))
 }
 
 func (s *Stack) stopManager() {
-	if s.manager == nil || s.manager.Process == nil {
-		return
+	if s.manager != nil {
+		s.manager.Stop()
+		s.manager = nil
 	}
-	_ = s.manager.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.managerDone:
-	case <-time.After(20 * time.Second):
-		_ = s.manager.Process.Kill()
-		<-s.managerDone
-	}
-	s.manager = nil
 }
 
 // Stop stops everything the stack started: hosts, controllers, the manager,
@@ -279,13 +268,10 @@ func (s *Stack) Stop() {
 	}
 }
 
-const (
-	managerLog    = "manager.log"
-	clusterAPILog = "cluster-api.log"
-)
+const clusterAPILog = "cluster-api.log"
 
-// ManagerLog is the path of the manager's log.
-func (s *Stack) ManagerLog() string { return filepath.Join(s.opts.StateDir, managerLog) }
+// ManagerLog is the path of the running manager's log.
+func (s *Stack) ManagerLog() string { return filepath.Join(s.opts.StateDir, s.provider.Name+".log") }
 
 // ClusterAPILog is the path of Cluster API's controllers' log (JSON lines).
 func (s *Stack) ClusterAPILog() string { return filepath.Join(s.opts.StateDir, clusterAPILog) }

@@ -1,10 +1,12 @@
 package host
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -13,9 +15,12 @@ import (
 
 // LoadBalancer is a workload cluster's control-plane endpoint: an address
 // of the lab on this machine's end of it, where a TCP proxy spreads
-// connections over the cluster's control-plane hosts whose API server port
-// answers, as a cloud's load balancer (or Cluster API's Docker provider's
-// haproxy) does for kubeadm's controlPlaneEndpoint. Control-plane hosts come
+// connections over the cluster's control-plane hosts whose API server is
+// ready (its /readyz answers 200), as a cloud's load balancer (or Cluster
+// API's Docker provider's haproxy, checking /healthz) does for kubeadm's
+// controlPlaneEndpoint. A port that merely accepts is not enough: a joining
+// control plane's API server listens before its etcd member has caught up,
+// and a request it takes then can hang past the client's deadline. Control-plane hosts come
 // and go (KubeadmControlPlane scales, rolls out, remediates); the endpoint
 // stays. Nothing it forwards leaves the lab.
 type LoadBalancer struct {
@@ -131,17 +136,34 @@ func (lb *LoadBalancer) checkHealth() {
 		}
 		lb.mu.Unlock()
 		for name, addr := range targets {
-			c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-			if err == nil {
-				c.Close()
-			}
+			ready := apiServerReady(addr)
 			lb.mu.Lock()
 			if _, still := lb.backends[name]; still {
-				lb.backends[name] = err == nil
+				lb.backends[name] = ready
 			}
 			lb.mu.Unlock()
 		}
 	}
+}
+
+// readinessClient asks a backend's API server whether it is ready. The
+// check is about the server, not its identity (the serving certificate's
+// CA is the workload cluster's), and /readyz is open to anonymous clients.
+var readinessClient = &http.Client{
+	Timeout:   time.Second,
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}, //nolint:gosec // readiness only
+}
+
+// apiServerReady reports whether the API server at addr answers /readyz
+// with 200.
+func apiServerReady(addr string) bool {
+	resp, err := readinessClient.Get("https://" + addr + "/readyz")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK
 }
 
 // candidates returns the backends to try, healthy ones first, starting at

@@ -79,12 +79,10 @@ func startUpstream(t *testing.T, ns string, ttl time.Duration) *testenv.Manager 
 	if err != nil {
 		t.Fatal(err)
 	}
-	const podFiles = `mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && ` +
-		`printf %s "$NAMESPACE" > /run/secrets/kubernetes.io/serviceaccount/namespace && exec "$@"`
 	return testenv.StartManager(t, testenv.ManagerOptions{
 		Binary: upstreamBinary, Name: "upstream", Kubeconfig: kubeconfig,
 		WebhookCertDir: mgmt.Environment.WebhookInstallOptions.LocalServingCertDir,
-		Wrap:           []string{"env", "NAMESPACE=" + ns, "unshare", "--mount", "sh", "-c", podFiles, "sh"},
+		Wrap:           testenv.PodNamespaceWrap(ns),
 		Args: []string{
 			"--namespace=" + ns,
 			"--leader-elect", "--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s",

@@ -1,0 +1,322 @@
+package stack
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+)
+
+// ProviderNamespace is the bootstrap provider's namespace in a release, where
+// its leader-election lease lives (this provider's and upstream's alike).
+const ProviderNamespace = "capi-kubeadm-bootstrap-system"
+
+// Provider is a kubeadm bootstrap provider as a management cluster runs it:
+// its CRDs and webhook configurations (what clusterctl installs) and its
+// manager (the Deployment's binary, identity and flags). The stack runs this
+// provider's at start; a test can put upstream's v1.14.2 in its place, the
+// way README's swap does, or roll it out over the running one.
+type Provider struct {
+	// Name names the provider's manager in logs (<Name>.log in the state
+	// directory).
+	Name string
+	// Args are the manager's flags besides the stack's own (kubeconfig,
+	// ports, certificates).
+	Args []string
+
+	binary     string
+	crds       string // directory of CRD manifests
+	webhooks   string // webhook configuration manifests
+	kubeconfig []byte
+	// leaderElection is how the manager elects a leader on the lease in
+	// ProviderNamespace, as its Deployment runs it.
+	leaderElection bool
+	electionArgs   []string
+	electionWrap   []string
+}
+
+// With returns the provider with more manager flags.
+func (p Provider) With(args ...string) Provider {
+	p.Args = append(append([]string(nil), p.Args...), args...)
+	return p
+}
+
+// WithLeaderElection returns the provider with its manager electing a leader,
+// as its Deployment runs it (short lease, so that a takeover happens within
+// seconds).
+func (p Provider) WithLeaderElection() Provider {
+	p.leaderElection = true
+	return p
+}
+
+// leaseFlags are both managers' lease timings in the stack.
+var leaseFlags = []string{"--leader-elect", "--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s"}
+
+// OurProvider is this provider: its generated CRDs and webhooks, its manager
+// with exactly the rights its generated ClusterRole grants.
+func (s *Stack) OurProvider() (Provider, error) {
+	kubeconfig, err := s.env.ManagerKubeconfig()
+	if err != nil {
+		return Provider{}, err
+	}
+	return Provider{
+		Name: "manager", binary: s.managerBin, crds: testenv.CRDDir(), webhooks: testenv.WebhookManifests(),
+		kubeconfig: kubeconfig, electionArgs: append([]string{"--leader-elect-namespace=" + ProviderNamespace}, leaseFlags...),
+	}, nil
+}
+
+// UpstreamProvider is Cluster API's kubeadm bootstrap provider v1.14.2: the
+// manager built from the module (once per stack), its CRDs and webhooks from
+// the module's manifests. Its manager runs with the admin kubeconfig (its own
+// ClusterRole is not this repository's) and finds its lease's namespace as
+// in a Pod.
+func (s *Stack) UpstreamProvider() (Provider, error) {
+	bin := filepath.Join(s.opts.StateDir, "upstream-manager")
+	if _, err := os.Stat(bin); err != nil {
+		s.progress("building upstream's manager (sigs.k8s.io/cluster-api/bootstrap/kubeadm v1.14.2)")
+		if err := testenv.GoBuild(bin, "sigs.k8s.io/cluster-api/bootstrap/kubeadm"); err != nil {
+			return Provider{}, err
+		}
+	}
+	dir, err := testenv.ClusterAPIModuleDir()
+	if err != nil {
+		return Provider{}, err
+	}
+	kubeconfig, err := testenv.AdminKubeconfig(s.env)
+	if err != nil {
+		return Provider{}, err
+	}
+	return Provider{
+		Name: "upstream-manager", binary: bin,
+		crds:       filepath.Join(dir, "bootstrap", "kubeadm", "config", "crd", "bases"),
+		webhooks:   filepath.Join(dir, "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml"),
+		kubeconfig: kubeconfig,
+		// Its Deployment's flags, less the CRD migration (this provider's
+		// CRDs are a superset; migrating is not what a swap tests).
+		Args:         []string{"--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields"},
+		electionArgs: leaseFlags, electionWrap: testenv.PodNamespaceWrap(ProviderNamespace),
+	}, nil
+}
+
+// ReplaceProvider swaps providers the way README says: the running manager
+// goes (clusterctl delete), p's CRDs and webhook configurations replace the
+// installed ones and p's manager starts (clusterctl init).
+func (s *Stack) ReplaceProvider(p Provider) error {
+	s.stopManager()
+	if err := s.installComponents(p, s.webhookPort); err != nil {
+		return err
+	}
+	return s.startManager(p, s.webhookPort)
+}
+
+// RollOutProvider applies p's components over the running provider's
+// Deployment: p's manager starts beside the running one (both elect a leader
+// on the one lease, so the running one must elect too), the Service's
+// webhook traffic goes to the new Pod, the old Pod terminates and the new
+// manager takes the lease.
+func (s *Stack) RollOutProvider(p Provider) error {
+	if !s.provider.leaderElection || !p.leaderElection {
+		return errors.New("a rollout runs two managers at once: both must elect a leader")
+	}
+	old := s.manager
+	port, err := testenv.FreeTCPPort()
+	if err != nil {
+		return err
+	}
+	m, err := s.runManager(p, port)
+	if err != nil {
+		return err
+	}
+	if err := testenv.WaitForTLS(net.JoinHostPort(s.env.WebhookInstallOptions.LocalServingHost, strconv.Itoa(port)), time.Minute); err != nil {
+		m.Kill()
+		return fmt.Errorf("%s's webhooks: %w", p.Name, err)
+	}
+	if leads, _ := m.Leads(); leads {
+		m.Kill()
+		return fmt.Errorf("%s leads while %s holds the lease", p.Name, old.Name)
+	}
+	s.manager, s.provider, s.webhookPort = m, p, port
+	if err := s.installComponents(p, port); err != nil {
+		return err
+	}
+	if err := s.waitForAdmission(); err != nil {
+		return err
+	}
+	old.Stop()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if leads, _ := m.Leads(); leads {
+			return nil
+		}
+		if m.Exited() || time.Now().After(deadline) {
+			return fmt.Errorf("%s did not take the lease over\n%s", p.Name, m.LogTail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Leads reports whether the running manager holds its lease.
+func (s *Stack) Leads() bool {
+	leads, _ := s.manager.Leads()
+	return leads
+}
+
+// installComponents makes the management cluster's KubeadmConfig CRDs and
+// bootstrap webhook configurations p's, served by the webhook server on port
+// (conversion included), keeping what clusterctl and Cluster API add: the
+// contract labels.
+func (s *Stack) installComponents(p Provider, port int) error {
+	if s.installed == p.Name && s.webhookPort == port {
+		return nil
+	}
+	ctx := context.Background()
+	serving := func(path string) string {
+		return (&url.URL{Scheme: "https", Host: net.JoinHostPort(s.env.WebhookInstallOptions.LocalServingHost, strconv.Itoa(port)), Path: path}).String()
+	}
+	ca := s.env.WebhookInstallOptions.LocalServingCAData
+	files, err := filepath.Glob(filepath.Join(p.crds, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("%s's CRDs in %s: %v", p.Name, p.crds, err)
+	}
+	for _, f := range files {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := readManifest(f, crd); err != nil {
+			return err
+		}
+		existing := &apiextensionsv1.CustomResourceDefinition{}
+		if err := s.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, existing); err != nil {
+			return err
+		}
+		crd.ResourceVersion = existing.ResourceVersion
+		crd.Labels = existing.Labels
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+			Strategy: apiextensionsv1.WebhookConverter,
+			Webhook: &apiextensionsv1.WebhookConversion{
+				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr.To(serving("/convert")), CABundle: ca},
+				ConversionReviewVersions: []string{"v1", "v1beta1"},
+			},
+		}
+		if err := s.Client.Update(ctx, crd); err != nil {
+			return fmt.Errorf("installing %s's CRD %s: %w", p.Name, crd.Name, err)
+		}
+	}
+	// The webhook configurations clusterctl would install, each webhook
+	// pointed at the serving port.
+	docs, err := readManifests(p.webhooks)
+	if err != nil {
+		return err
+	}
+	for _, doc := range docs {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &kind); err != nil {
+			return err
+		}
+		var obj client.Object
+		switch kind.Kind {
+		case "MutatingWebhookConfiguration":
+			cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			if err := yaml.Unmarshal(doc, cfg); err != nil {
+				return err
+			}
+			for i := range cfg.Webhooks {
+				cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(serving(ptr.Deref(cfg.Webhooks[i].ClientConfig.Service.Path, ""))), CABundle: ca}
+			}
+			obj = cfg
+		case "ValidatingWebhookConfiguration":
+			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := yaml.Unmarshal(doc, cfg); err != nil {
+				return err
+			}
+			for i := range cfg.Webhooks {
+				cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(serving(ptr.Deref(cfg.Webhooks[i].ClientConfig.Service.Path, ""))), CABundle: ca}
+			}
+			obj = cfg
+		default:
+			continue
+		}
+		existing := obj.DeepCopyObject().(client.Object)
+		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		} else if err == nil {
+			obj.SetResourceVersion(existing.GetResourceVersion())
+			err = s.Client.Update(ctx, obj)
+		} else {
+			err = s.Client.Create(ctx, obj)
+		}
+		if err != nil {
+			return fmt.Errorf("installing %s's %s %s: %w", p.Name, kind.Kind, obj.GetName(), err)
+		}
+	}
+	s.installed = p.Name
+	return nil
+}
+
+// waitForAdmission waits until a KubeadmConfig dry-run create passes the
+// installed webhooks.
+func (s *Stack) waitForAdmission() error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		probe := &bootstrapv1.KubeadmConfig{}
+		probe.Namespace, probe.Name = "default", "webhook-probe"
+		err := s.Client.Create(context.Background(), probe, client.DryRunAll)
+		if err == nil {
+			return nil
+		}
+		if s.manager.Exited() {
+			return fmt.Errorf("%s exited\n%s", s.manager.Name, s.manager.LogTail())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s's webhooks did not answer within 60s: %w", s.manager.Name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func readManifest(path string, into any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return yaml.Unmarshal(b, into)
+}
+
+// readManifests splits a multi-document YAML file.
+func readManifests(path string) ([][]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(doc)) > 0 {
+			docs = append(docs, doc)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+)
+
+// ourTokenAnnotation is what this provider writes on a data secret whose
+// token it made (the wire format, read as an operator would).
+const ourTokenAnnotation = "bootstrap.cluster.x-k8s.io/bootstrap-token-id"
+
+// TestSwapWithUpstreamLive: a workload cluster made by upstream's v1.14.2
+// bootstrap provider, built from the module (a control-plane Machine, a
+// MachineDeployment whose worker boots slowly, a MachinePool), gets this
+// provider by README's swap (upstream's components removed, this one's
+// installed) while the worker still boots, then upstream's back by applying
+// its components over this Deployment (both managers run at once on the one
+// lease) while another worker boots. Both managers keep a 30-s token TTL, so
+// a worker booting for 100 s joins only if each keeps the token the other
+// made alive. After each swap: the booting worker joins with the token it was
+// given; the pool's token rotates under the new manager and the pool scales
+// up, the new instance joining with the rotated data; no Machine's data
+// secret is rewritten, no Machine or MachineSet replaced (no rollout), and
+// every bootstrap token in the workload cluster is one a config's spec named
+// (no duplicates). It also takes the place of a short-TTL test: the token
+// refresh of a slow machine and a pool's rotation on live nodes.
+func TestSwapWithUpstreamLive(t *testing.T) {
+	const (
+		ttl      = 30 * time.Second
+		slowBoot = 100 * time.Second
+	)
+	upstream, err := st.UpstreamProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := st.OurProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream = upstream.With("--bootstrap-token-ttl="+ttl.String(), "--feature-gates=KubeadmBootstrapFormatIgnition=true").WithLeaderElection()
+	ours = ours.With(append([]string{"--bootstrap-token-ttl=" + ttl.String()}, managerArgs...)...).WithLeaderElection()
+	t.Cleanup(func() {
+		if err := st.RestartManager(managerArgs...); err != nil {
+			t.Error(err)
+		}
+	})
+	swap := func(how string, do func() error) {
+		t.Helper()
+		start := time.Now()
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		t.Logf("%s in %s", how, time.Since(start).Round(100*time.Millisecond))
+	}
+	swap("upstream's provider installed", func() error { return st.ReplaceProvider(upstream) })
+
+	w := newWorkloadCluster(t, "swap")
+	tokens := w.watchSpecTokens()
+	const pool = "swap-pool"
+	pools := map[string]bootstrapv1.Format{pool: bootstrapv1.CloudConfig}
+	w.controlPlaneMachine("swap-cp-0", bootstrapv1.CloudConfig)
+	w.machineDeployment("swap-slow", bootstrapv1.CloudConfig, 1, slowBoot)
+	w.create(w.MachinePool(pool, bootstrapv1.CloudConfig, 1)...)
+	w.waitForPools(pools, 1, 5*time.Minute)
+	booting := w.bootingWorker("swap-slow", nil)
+	w.expectMadeByUpstream()
+
+	// README's swap, while the worker boots.
+	kept := w.keep()
+	swap("README's swap to this provider", func() error { return st.ReplaceProvider(ours) })
+	w.expectBooting(booting)
+	w.rotateAndScale(pool, 2, 3*ttl)
+	w.waitForMachines(2, 4*time.Minute)
+	kept.expectKept(w)
+	tokens.expectNoStray(w)
+
+	// Back to upstream's by applying its components over this Deployment,
+	// while another worker boots (its data and token made by this provider).
+	w.scale("swap-slow", 2)
+	booting = w.bootingWorker("swap-slow", kept.machines)
+	kept = w.keep()
+	swap("upstream's components rolled out over this provider's", func() error { return st.RollOutProvider(upstream) })
+	w.expectBooting(booting)
+	w.rotateAndScale(pool, 3, 3*ttl)
+	w.waitForMachines(3, 4*time.Minute)
+	kept.expectKept(w)
+	tokens.expectNoStray(w)
+	w.expectPoolConsumers(pool, bootstrapv1.CloudConfig)
+}
+
+// bootingWorker waits until a MachineDeployment has a Machine (not among
+// known) with its data and no Node yet, and returns its name. The swap must
+// find it booting, or the test would prove nothing about its token.
+func (w *workloadCluster) bootingWorker(md string, known map[string]string) string {
+	w.t.Helper()
+	var name string
+	w.waitFor(3*time.Minute, "a booting worker of "+md, func() bool {
+		var machines clusterv1.MachineList
+		if err := w.c.List(context.Background(), &machines, client.InNamespace(w.Namespace),
+			client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md}); err != nil {
+			return false
+		}
+		for _, m := range machines.Items {
+			if _, old := known[m.Name]; !old && m.Spec.Bootstrap.DataSecretName != nil {
+				name = m.Name
+				return true
+			}
+		}
+		return false
+	})
+	w.expectBooting(name)
+	return name
+}
+
+// expectBooting fails the test when the Machine already has its Node.
+func (w *workloadCluster) expectBooting(machine string) {
+	w.t.Helper()
+	m := &clusterv1.Machine{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, machine), m); err != nil {
+		w.t.Fatal(err)
+	}
+	if m.Status.NodeRef.IsDefined() {
+		w.t.Fatalf("machine %s joined before the swap: its boot did not span it", machine)
+	}
+}
+
+// rotateAndScale waits until the pool's token rotates (the running manager
+// makes a new one for its next instances), then scales the pool to replicas
+// and checks the new instances booted with the rotated data.
+func (w *workloadCluster) rotateAndScale(pool string, replicas int32, within time.Duration) {
+	w.t.Helper()
+	before := w.poolTokenID(pool)
+	w.waitFor(within, "the pool's token to rotate", func() bool { return w.poolTokenID(pool) != before })
+	old := len(w.simulatedPool(pool).Status.Instances)
+	w.scalePool(pool, replicas)
+	w.waitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.CloudConfig}, replicas, 4*time.Minute)
+	instances := w.simulatedPool(pool).Status.Instances
+	for _, in := range instances[old:] {
+		for _, earlier := range instances[:old] {
+			if in.DataSecretVersion == earlier.DataSecretVersion {
+				w.t.Errorf("pool %s: instance %s booted with the data %s did, not the rotated one", pool, in.Name, earlier.Name)
+			}
+		}
+	}
+}
+
+// expectMadeByUpstream checks that upstream's manager made every data secret
+// and token so far: none carries this provider's annotation.
+func (w *workloadCluster) expectMadeByUpstream() {
+	w.t.Helper()
+	for _, s := range w.dataSecretObjects() {
+		if id, ok := s.Annotations[ourTokenAnnotation]; ok {
+			w.t.Errorf("data secret %s was written by this provider (token %s) while upstream's ran", s.Name, id)
+		}
+	}
+}
+
+// dataSecretObjects returns the namespace's bootstrap data secrets by name.
+func (w *workloadCluster) dataSecretObjects() map[string]corev1.Secret {
+	w.t.Helper()
+	var secrets corev1.SecretList
+	if err := w.c.List(context.Background(), &secrets, client.InNamespace(w.Namespace)); err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]corev1.Secret{}
+	for _, s := range secrets.Items {
+		if s.Type == clusterv1.ClusterSecretType && len(s.OwnerReferences) > 0 && s.OwnerReferences[0].Kind == "KubeadmConfig" && s.Name == s.OwnerReferences[0].Name {
+			out[s.Name] = s
+		}
+	}
+	return out
+}
+
+// kept is what a swap must leave as it is: the Machines and MachineSets (a
+// replaced one is a rollout) and the Machines' data secrets (by resource
+// version: not rewritten).
+type kept struct {
+	machines, machineSets, data map[string]string
+}
+
+func (w *workloadCluster) keep() kept {
+	w.t.Helper()
+	k := kept{machines: map[string]string{}, machineSets: map[string]string{}, data: map[string]string{}}
+	var machines clusterv1.MachineList
+	var sets clusterv1.MachineSetList
+	if err := w.c.List(context.Background(), &machines, client.InNamespace(w.Namespace)); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.c.List(context.Background(), &sets, client.InNamespace(w.Namespace)); err != nil {
+		w.t.Fatal(err)
+	}
+	data := w.dataSecretObjects()
+	for _, m := range machines.Items {
+		k.machines[m.Name] = string(m.UID)
+		if s, ok := data[m.Name]; ok {
+			k.data[m.Name] = s.ResourceVersion
+		}
+	}
+	for _, s := range sets.Items {
+		k.machineSets[s.Name] = string(s.UID)
+	}
+	return k
+}
+
+func (k kept) expectKept(w *workloadCluster) {
+	w.t.Helper()
+	now := w.keep()
+	for _, c := range []struct {
+		what         string
+		before, left map[string]string
+	}{{"Machine", k.machines, now.machines}, {"MachineSet", k.machineSets, now.machineSets}, {"data secret", k.data, now.data}} {
+		for name, v := range c.before {
+			if c.left[name] != v {
+				w.t.Errorf("%s %s changed across the swap (%q, now %q)", c.what, name, v, c.left[name])
+			}
+		}
+	}
+}
+
+// specTokens records, every second until the test ends, the bootstrap token
+// ID each config's spec names: the source of truth both providers share.
+type specTokens struct {
+	mu   sync.Mutex
+	seen map[string][]string // config -> token IDs in the order seen
+}
+
+func (w *workloadCluster) watchSpecTokens() *specTokens {
+	st := &specTokens{seen: map[string][]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var configs bootstrapv1.KubeadmConfigList
+			if err := w.c.List(ctx, &configs, client.InNamespace(w.Namespace)); err == nil {
+				st.mu.Lock()
+				for _, c := range configs.Items {
+					id, _, _ := strings.Cut(c.Spec.JoinConfiguration.Discovery.BootstrapToken.Token, ".")
+					if ids := st.seen[c.Name]; id != "" && (len(ids) == 0 || ids[len(ids)-1] != id) {
+						st.seen[c.Name] = append(ids, id)
+					}
+				}
+				st.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	w.t.Cleanup(func() { cancel(); <-done })
+	return st
+}
+
+// providerTokenDescription starts the description of every bootstrap token
+// a kubeadm bootstrap provider makes (upstream's and this one's alike);
+// kubeadm init's own token has another.
+const providerTokenDescription = "token generated by cluster-api-bootstrap-provider-kubeadm"
+
+// expectNoStray checks every bootstrap token a provider made in the workload
+// cluster was named by a config's spec, and that no Machine's config ever
+// named more than one (a MachinePool's rotates).
+func (s *specTokens) expectNoStray(w *workloadCluster) {
+	w.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	named := map[string]string{}
+	for config, ids := range s.seen {
+		for _, id := range ids {
+			named[id] = config
+		}
+		if !strings.HasSuffix(config, "-pool") && len(ids) > 1 {
+			w.t.Errorf("config %s named tokens %v: a Machine's token was replaced", config, ids)
+		}
+	}
+	secrets, err := w.workloadClient().CoreV1().Secrets(metav1.NamespaceSystem).List(context.Background(),
+		metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeBootstrapToken)})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var stray []string
+	made := 0
+	for _, sec := range secrets.Items {
+		if !strings.HasPrefix(string(sec.Data["description"]), providerTokenDescription) {
+			continue
+		}
+		made++
+		id := strings.TrimPrefix(sec.Name, "bootstrap-token-")
+		if _, ok := named[id]; !ok {
+			stray = append(stray, id)
+		}
+	}
+	if len(stray) > 0 {
+		w.t.Errorf("bootstrap tokens no config named: %v (named: %s)", stray, fmt.Sprint(slices.Sorted(maps.Keys(named))))
+	}
+	w.t.Logf("%d bootstrap tokens made by a provider in the workload cluster, each named by a config's spec", made)
+}
