@@ -170,4 +170,3 @@ func (w *workloadCluster) poolTokenID(name string) string {
 	id, _, _ := strings.Cut(cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token, ".")
 	return id
 }
-
