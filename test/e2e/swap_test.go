@@ -58,48 +58,58 @@ func TestSwapWithUpstreamLive(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	swap := func(how string, do func() error) {
-		t.Helper()
-		start := time.Now()
-		if err := do(); err != nil {
-			t.Fatalf("%s: %v", how, err)
-		}
-		t.Logf("%s in %s", how, time.Since(start).Round(100*time.Millisecond))
+	if err := st.ReplaceProvider(upstream); err != nil {
+		t.Fatalf("installing upstream's provider: %v", err)
 	}
-	swap("upstream's provider installed", func() error { return st.ReplaceProvider(upstream) })
 
 	w := newWorkloadCluster(t, "swap")
-	tokens := w.watchSpecTokens()
-	const pool = "swap-pool"
-	pools := map[string]bootstrapv1.Format{pool: bootstrapv1.CloudConfig}
+	sc := swapScenario{w: w, tokens: w.watchSpecTokens(), pool: "swap-pool", md: "swap-slow", rotation: 3 * ttl}
 	w.controlPlaneMachine("swap-cp-0", bootstrapv1.CloudConfig)
-	w.machineDeployment("swap-slow", bootstrapv1.CloudConfig, 1, slowBoot)
-	w.create(w.MachinePool(pool, bootstrapv1.CloudConfig, 1)...)
-	w.waitForPools(pools, 1, 5*time.Minute)
-	booting := w.bootingWorker("swap-slow", nil)
+	w.machineDeployment(sc.md, bootstrapv1.CloudConfig, 1, slowBoot)
+	w.create(w.MachinePool(sc.pool, bootstrapv1.CloudConfig, 1)...)
+	w.waitForPools(map[string]bootstrapv1.Format{sc.pool: bootstrapv1.CloudConfig}, 1, 5*time.Minute)
 	w.expectMadeByUpstream()
 
 	// README's swap, while the worker boots.
-	kept := w.keep()
-	swap("README's swap to this provider", func() error { return st.ReplaceProvider(ours) })
-	w.expectBooting(booting)
-	w.rotateAndScale(pool, 2, 3*ttl)
-	w.waitForMachines(2, 4*time.Minute)
-	kept.expectKept(w)
-	tokens.expectNoStray(w)
-
+	sc.swap("README's swap to this provider", func() error { return st.ReplaceProvider(ours) }, 2)
 	// Back to upstream's by applying its components over this Deployment,
 	// while another worker boots (its data and token made by this provider).
-	w.scale("swap-slow", 2)
-	booting = w.bootingWorker("swap-slow", kept.machines)
-	kept = w.keep()
-	swap("upstream's components rolled out over this provider's", func() error { return st.RollOutProvider(upstream) })
+	w.scale(sc.md, 2)
+	sc.swap("upstream's components rolled out over this provider's", func() error { return st.RollOutProvider(upstream) }, 3)
+	w.expectPoolConsumers(sc.pool, bootstrapv1.CloudConfig)
+}
+
+// swapScenario is a cluster with a MachineDeployment of slow workers and a
+// MachinePool, whose provider is swapped.
+type swapScenario struct {
+	w        *workloadCluster
+	tokens   *specTokens
+	pool, md string
+	rotation time.Duration // within which the pool's token rotates
+	machines map[string]string
+}
+
+// swap swaps the provider (do) while a new worker of the MachineDeployment
+// boots, then checks: the worker joins (there are then machines Machines);
+// the pool's token rotates under the new manager and the pool, scaled up by
+// one, boots its new instance with the rotated data; what the swap must keep
+// is kept; no stray token.
+func (sc *swapScenario) swap(how string, do func() error, machines int) {
+	w := sc.w
+	w.t.Helper()
+	booting := w.bootingWorker(sc.md, sc.machines)
+	kept := w.keep()
+	start := time.Now()
+	if err := do(); err != nil {
+		w.t.Fatalf("%s: %v", how, err)
+	}
+	w.t.Logf("%s in %s", how, time.Since(start).Round(100*time.Millisecond))
 	w.expectBooting(booting)
-	w.rotateAndScale(pool, 3, 3*ttl)
-	w.waitForMachines(3, 4*time.Minute)
+	w.rotateAndScale(sc.pool, int32(len(w.simulatedPool(sc.pool).Status.Instances)+1), sc.rotation)
+	w.waitForMachines(machines, 4*time.Minute)
 	kept.expectKept(w)
-	tokens.expectNoStray(w)
-	w.expectPoolConsumers(pool, bootstrapv1.CloudConfig)
+	sc.tokens.expectNoStray(w)
+	sc.machines = w.keep().machines
 }
 
 // bootingWorker waits until a MachineDeployment has a Machine (not among

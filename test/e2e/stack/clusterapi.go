@@ -3,7 +3,6 @@ package stack
 import (
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -24,7 +23,6 @@ import (
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/yaml"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1beta1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta1"
@@ -288,39 +286,9 @@ func installClusterAPIWebhooks(ctx context.Context, c client.Client, port int, c
 		"capi-core-": filepath.Join(dir, "core", "config", "webhook", "manifests.yaml"),
 		"capi-kcp-":  filepath.Join(dir, "controlplane", "kubeadm", "config", "webhook", "manifests.yaml"),
 	} {
-		docs, err := readManifests(file)
-		if err != nil {
+		serving := webhookServer{host: "127.0.0.1", port: port, ca: ca}
+		if err := installWebhookConfigurations(ctx, c, file, serving, prefix, servedWebhook); err != nil {
 			return err
-		}
-		for _, doc := range docs {
-			cfg := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(doc, &cfg.Object); err != nil {
-				return err
-			}
-			if cfg.GetKind() != "MutatingWebhookConfiguration" && cfg.GetKind() != "ValidatingWebhookConfiguration" {
-				continue
-			}
-			webhooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
-			var kept []any
-			for _, w := range webhooks {
-				hook := w.(map[string]any)
-				if !servedWebhook(hook) {
-					continue
-				}
-				path, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "path")
-				hook["clientConfig"] = map[string]any{
-					"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, path),
-					"caBundle": base64.StdEncoding.EncodeToString(ca),
-				}
-				kept = append(kept, hook)
-			}
-			if err := unstructured.SetNestedSlice(cfg.Object, kept, "webhooks"); err != nil {
-				return err
-			}
-			cfg.SetName(prefix + cfg.GetName())
-			if err := c.Create(ctx, cfg); err != nil {
-				return fmt.Errorf("creating %s: %w", cfg.GetName(), err)
-			}
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -14,11 +15,10 @@ import (
 	"strconv"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -189,10 +189,8 @@ func (s *Stack) installComponents(p Provider, port int) error {
 		return nil
 	}
 	ctx := context.Background()
-	serving := func(path string) string {
-		return (&url.URL{Scheme: "https", Host: net.JoinHostPort(s.env.WebhookInstallOptions.LocalServingHost, strconv.Itoa(port)), Path: path}).String()
-	}
 	ca := s.env.WebhookInstallOptions.LocalServingCAData
+	conversion := webhookServer{host: s.env.WebhookInstallOptions.LocalServingHost, port: port, ca: ca}.url("/convert")
 	files, err := filepath.Glob(filepath.Join(p.crds, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("%s's CRDs in %s: %v", p.Name, p.crds, err)
@@ -211,7 +209,7 @@ func (s *Stack) installComponents(p Provider, port int) error {
 		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
 			Strategy: apiextensionsv1.WebhookConverter,
 			Webhook: &apiextensionsv1.WebhookConversion{
-				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr.To(serving("/convert")), CABundle: ca},
+				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &conversion, CABundle: ca},
 				ConversionReviewVersions: []string{"v1", "v1beta1"},
 			},
 		}
@@ -219,54 +217,73 @@ func (s *Stack) installComponents(p Provider, port int) error {
 			return fmt.Errorf("installing %s's CRD %s: %w", p.Name, crd.Name, err)
 		}
 	}
-	// The webhook configurations clusterctl would install, each webhook
-	// pointed at the serving port.
-	docs, err := readManifests(p.webhooks)
+	// The webhook configurations clusterctl would install.
+	serving := webhookServer{host: s.env.WebhookInstallOptions.LocalServingHost, port: port, ca: ca}
+	if err := installWebhookConfigurations(ctx, s.Client, p.webhooks, serving, "", nil); err != nil {
+		return fmt.Errorf("installing %s's webhooks: %w", p.Name, err)
+	}
+	s.installed = p.Name
+	return nil
+}
+
+// webhookServer is where a webhook server listens, with the CA of its
+// serving certificate.
+type webhookServer struct {
+	host string
+	port int
+	ca   []byte
+}
+
+func (w webhookServer) url(path string) string {
+	return (&url.URL{Scheme: "https", Host: net.JoinHostPort(w.host, strconv.Itoa(w.port)), Path: path}).String()
+}
+
+// installWebhookConfigurations creates (or replaces) the webhook
+// configurations of a manifest file, each webhook called at its service path
+// on serving; prefix goes before each configuration's name, and keep, when
+// set, says which webhooks to install.
+func installWebhookConfigurations(ctx context.Context, c client.Client, file string, serving webhookServer, prefix string, keep func(hook map[string]any) bool) error {
+	docs, err := readManifests(file)
 	if err != nil {
 		return err
 	}
 	for _, doc := range docs {
-		var kind struct{ Kind string }
-		if err := yaml.Unmarshal(doc, &kind); err != nil {
+		cfg := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &cfg.Object); err != nil {
 			return err
 		}
-		var obj client.Object
-		switch kind.Kind {
-		case "MutatingWebhookConfiguration":
-			cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			if err := yaml.Unmarshal(doc, cfg); err != nil {
-				return err
-			}
-			for i := range cfg.Webhooks {
-				cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(serving(ptr.Deref(cfg.Webhooks[i].ClientConfig.Service.Path, ""))), CABundle: ca}
-			}
-			obj = cfg
-		case "ValidatingWebhookConfiguration":
-			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := yaml.Unmarshal(doc, cfg); err != nil {
-				return err
-			}
-			for i := range cfg.Webhooks {
-				cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(serving(ptr.Deref(cfg.Webhooks[i].ClientConfig.Service.Path, ""))), CABundle: ca}
-			}
-			obj = cfg
-		default:
+		if cfg.GetKind() != "MutatingWebhookConfiguration" && cfg.GetKind() != "ValidatingWebhookConfiguration" {
 			continue
 		}
-		existing := obj.DeepCopyObject().(client.Object)
-		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil && !apierrors.IsNotFound(err) {
+		webhooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+		var kept []any
+		for _, w := range webhooks {
+			hook := w.(map[string]any)
+			if keep != nil && !keep(hook) {
+				continue
+			}
+			path, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "path")
+			hook["clientConfig"] = map[string]any{"url": serving.url(path), "caBundle": base64.StdEncoding.EncodeToString(serving.ca)}
+			kept = append(kept, hook)
+		}
+		if err := unstructured.SetNestedSlice(cfg.Object, kept, "webhooks"); err != nil {
 			return err
-		} else if err == nil {
-			obj.SetResourceVersion(existing.GetResourceVersion())
-			err = s.Client.Update(ctx, obj)
-		} else {
-			err = s.Client.Create(ctx, obj)
+		}
+		cfg.SetName(prefix + cfg.GetName())
+		existing := &unstructured.Unstructured{}
+		existing.SetGroupVersionKind(cfg.GroupVersionKind())
+		err := c.Get(ctx, client.ObjectKeyFromObject(cfg), existing)
+		switch {
+		case apierrors.IsNotFound(err):
+			err = c.Create(ctx, cfg)
+		case err == nil:
+			cfg.SetResourceVersion(existing.GetResourceVersion())
+			err = c.Update(ctx, cfg)
 		}
 		if err != nil {
-			return fmt.Errorf("installing %s's %s %s: %w", p.Name, kind.Kind, obj.GetName(), err)
+			return fmt.Errorf("installing %s %s: %w", cfg.GetKind(), cfg.GetName(), err)
 		}
 	}
-	s.installed = p.Name
 	return nil
 }
 
