@@ -154,10 +154,10 @@ func (s *Stack) RollOutProvider(p Provider) error {
 		m.Kill()
 		return fmt.Errorf("%s leads while %s holds the lease", p.Name, old.Name)
 	}
-	s.manager, s.provider, s.webhookPort = m, p, port
 	if err := s.installComponents(p, port); err != nil {
 		return err
 	}
+	s.manager, s.provider, s.webhookPort = m, p, port
 	if err := s.waitForAdmission(); err != nil {
 		return err
 	}
@@ -174,12 +174,6 @@ func (s *Stack) RollOutProvider(p Provider) error {
 	}
 }
 
-// Leads reports whether the running manager holds its lease.
-func (s *Stack) Leads() bool {
-	leads, _ := s.manager.Leads()
-	return leads
-}
-
 // installComponents makes the management cluster's KubeadmConfig CRDs and
 // bootstrap webhook configurations p's, served by the webhook server on port
 // (conversion included), keeping what clusterctl and Cluster API add: the
@@ -190,7 +184,8 @@ func (s *Stack) installComponents(p Provider, port int) error {
 	}
 	ctx := context.Background()
 	ca := s.env.WebhookInstallOptions.LocalServingCAData
-	conversion := webhookServer{host: s.env.WebhookInstallOptions.LocalServingHost, port: port, ca: ca}.url("/convert")
+	serving := webhookServer{host: s.env.WebhookInstallOptions.LocalServingHost, port: port, ca: ca}
+	conversion := serving.url("/convert")
 	files, err := filepath.Glob(filepath.Join(p.crds, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("%s's CRDs in %s: %v", p.Name, p.crds, err)
@@ -218,7 +213,6 @@ func (s *Stack) installComponents(p Provider, port int) error {
 		}
 	}
 	// The webhook configurations clusterctl would install.
-	serving := webhookServer{host: s.env.WebhookInstallOptions.LocalServingHost, port: port, ca: ca}
 	if err := installWebhookConfigurations(ctx, s.Client, p.webhooks, serving, "", nil); err != nil {
 		return fmt.Errorf("installing %s's webhooks: %w", p.Name, err)
 	}
