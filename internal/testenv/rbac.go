@@ -42,16 +42,6 @@ func (e *Environment) ManagerKubeconfig() ([]byte, error) {
 	return user.KubeConfig()
 }
 
-// WriteManagerKubeconfig writes ManagerKubeconfig to dir and returns its path.
-func (e *Environment) WriteManagerKubeconfig(dir string) (string, error) {
-	data, err := e.ManagerKubeconfig()
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "manager.kubeconfig")
-	return path, os.WriteFile(path, data, 0o600)
-}
-
 func (e *Environment) managerUser() (*envtest.AuthenticatedUser, error) {
 	c, err := client.New(e.Config, client.Options{Scheme: e.Scheme})
 	if err != nil {

@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -236,7 +235,7 @@ func (s *Stack) startClusterAPI(ctx context.Context) error {
 			fmt.Fprintf(logFile, "cluster api manager: %v\n", err)
 		}
 	}()
-	if err := waitForTLS(net.JoinHostPort("127.0.0.1", strconv.Itoa(hookPort)), 60*time.Second); err != nil {
+	if err := testenv.WaitForTLS(net.JoinHostPort("127.0.0.1", strconv.Itoa(hookPort)), 60*time.Second); err != nil {
 		return fmt.Errorf("Cluster API's webhook server: %w", err)
 	}
 	return installClusterAPIWebhooks(ctx, s.Client, hookPort, hooks.LocalServingCAData)
@@ -324,20 +323,4 @@ func contractVersion(ctx context.Context, mgr ctrl.Manager, gk schema.GroupKind)
 		return "", fmt.Errorf("CRD %s has no %s contract label", crd.Name, clusterv1.GroupVersion)
 	}
 	return schema.GroupVersion{Group: gk.Group, Version: v}.String(), nil
-}
-
-// waitForTLS waits until a TLS server answers at addr.
-func waitForTLS(addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only whether it answers
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -125,6 +125,7 @@ func (s *Stack) ReplaceProvider(p Provider) error {
 	if err := s.installComponents(p, s.webhookPort); err != nil {
 		return err
 	}
+	s.provider = p // installed, even if its manager then fails to start
 	return s.startManager(p, s.webhookPort)
 }
 
@@ -179,8 +180,8 @@ func (s *Stack) RollOutProvider(p Provider) error {
 // (conversion included), keeping what clusterctl and Cluster API add: the
 // contract labels.
 func (s *Stack) installComponents(p Provider, port int) error {
-	if s.installed == p.Name && s.webhookPort == port {
-		return nil
+	if s.provider.Name == p.Name && s.webhookPort == port {
+		return nil // the same components, served on the same port
 	}
 	ctx := context.Background()
 	ca := s.env.WebhookInstallOptions.LocalServingCAData
@@ -216,7 +217,6 @@ func (s *Stack) installComponents(p Provider, port int) error {
 	if err := installWebhookConfigurations(ctx, s.Client, p.webhooks, serving, "", nil); err != nil {
 		return fmt.Errorf("installing %s's webhooks: %w", p.Name, err)
 	}
-	s.installed = p.Name
 	return nil
 }
 

@@ -52,13 +52,12 @@ type Stack struct {
 	opts       Options
 	env        *testenv.Environment
 	managerBin string
-	// The bootstrap provider that runs: its manager, whose webhook server
-	// listens on webhookPort, and the provider whose components are
-	// installed.
+	// The bootstrap provider whose components are installed, served by
+	// its manager's webhook server on webhookPort (manager is nil while a
+	// swap has stopped it).
 	manager     *testenv.Manager
 	provider    Provider
 	webhookPort int
-	installed   string
 	gc          *exec.Cmd
 	cancel      context.CancelFunc
 	capiStopped chan struct{}
@@ -166,7 +165,7 @@ func (s *Stack) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.installed = ours.Name // the environment installed its components
+	s.provider = ours // the environment installed its components
 	s.webhookPort = s.env.WebhookInstallOptions.LocalServingPort
 	if err := s.startManager(ours.With(opts.ManagerArgs...), s.webhookPort); err != nil {
 		return err
@@ -276,8 +275,7 @@ func (s *Stack) ManagerLog() string { return filepath.Join(s.opts.StateDir, s.pr
 // ClusterAPILog is the path of Cluster API's controllers' log (JSON lines).
 func (s *Stack) ClusterAPILog() string { return filepath.Join(s.opts.StateDir, clusterAPILog) }
 
-// openLog opens a log in the state directory for appending (a restarted
-// manager keeps its earlier lines).
+// openLog opens a log in the state directory for appending.
 func (s *Stack) openLog(name string) (*os.File, error) {
 	return os.OpenFile(filepath.Join(s.opts.StateDir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 }

@@ -20,9 +20,9 @@ import (
 // API's Docker provider's haproxy, checking /healthz) does for kubeadm's
 // controlPlaneEndpoint. A port that merely accepts is not enough: a joining
 // control plane's API server listens before its etcd member has caught up,
-// and a request it takes then can hang past the client's deadline. Control-plane hosts come
-// and go (KubeadmControlPlane scales, rolls out, remediates); the endpoint
-// stays. Nothing it forwards leaves the lab.
+// and a request it takes then can hang past the client's deadline.
+// Control-plane hosts come and go (KubeadmControlPlane scales, rolls out,
+// remediates); the endpoint stays. Nothing it forwards leaves the lab.
 type LoadBalancer struct {
 	Addr netip.Addr
 	Port int
