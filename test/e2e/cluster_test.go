@@ -28,6 +28,8 @@ type workloadCluster struct {
 	stack.Cluster
 	t *testing.T
 	c client.Client
+	// mgmt is the management cluster its objects are in (c is its client).
+	mgmt *stack.Management
 }
 
 func newWorkloadCluster(t *testing.T, name string) *workloadCluster {
@@ -39,14 +41,21 @@ func newWorkloadCluster(t *testing.T, name string) *workloadCluster {
 // returns (namespace, infrastructure, Cluster, ...).
 func newWorkloadClusterOf(t *testing.T, name string, base func(*workloadCluster) []client.Object) *workloadCluster {
 	t.Helper()
-	w := &workloadCluster{Cluster: stack.Cluster{Namespace: name, Name: name}, t: t, c: st.Client}
+	return newWorkloadClusterIn(t, st.Management, name, base)
+}
+
+// newWorkloadClusterIn creates a workload cluster in a management cluster.
+func newWorkloadClusterIn(t *testing.T, m *stack.Management, name string, base func(*workloadCluster) []client.Object) *workloadCluster {
+	t.Helper()
+	w := &workloadCluster{Cluster: stack.Cluster{Namespace: name, Name: name}, t: t}
+	w.moveTo(m)
 	w.create(base(w)...)
 	t.Cleanup(w.delete)
 	t.Cleanup(func() {
 		// E2E_PAUSE_ON_FAILURE=10m keeps a failed test's cluster for that
 		// long, to look at it (the logs say where its kubeconfig is).
 		if d, err := time.ParseDuration(os.Getenv("E2E_PAUSE_ON_FAILURE")); err == nil && t.Failed() {
-			t.Logf("paused for %s: management kubeconfig %s, workload kubeconfig %s", d, st.Kubeconfig, w.kubeconfigFile())
+			t.Logf("paused for %s: management kubeconfig %s, workload kubeconfig %s", d, w.mgmt.Kubeconfig, w.kubeconfigFile())
 			time.Sleep(d)
 		}
 	})
@@ -251,7 +260,7 @@ func (w *workloadCluster) delete() {
 func (w *workloadCluster) dumpLogs() {
 	w.t.Helper()
 	w.t.Logf("logs: %s (manager.log, cluster-api.log, hosts/%s/*)", stateDir, w.Namespace)
-	for _, f := range []string{st.ManagerLog()} {
+	for _, f := range []string{w.mgmt.ManagerLog()} {
 		if b, err := os.ReadFile(f); err == nil {
 			w.t.Logf("tail of %s:\n%s", f, tail(b, 40))
 		}

@@ -17,52 +17,72 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
 // ourTokenAnnotation is what this provider writes on a data secret whose
 // token it made (the wire format, read as an operator would).
 const ourTokenAnnotation = "bootstrap.cluster.x-k8s.io/bootstrap-token-id"
 
-// TestSwapWithUpstreamLive: a workload cluster made by upstream's v1.14.2
-// bootstrap provider, built from the module (a control-plane Machine, a
-// MachineDeployment whose worker boots slowly, a MachinePool), gets this
-// provider by README's swap (upstream's components removed, this one's
-// installed) while the worker still boots, then upstream's back by applying
-// its components over this Deployment (both managers run at once on the one
-// lease) while another worker boots. Both managers keep a 30-s token TTL, so
-// a worker booting for 100 s joins only if each keeps the token the other
-// made alive. After each swap: the booting worker joins with the token it was
-// given; the pool's token rotates under the new manager and the pool scales
-// up, the new instance joining with the rotated data; no Machine's data
-// secret is rewritten, no Machine or MachineSet replaced (no rollout), and
-// every bootstrap token in the workload cluster is one a config's spec named
-// (no duplicates). It also takes the place of a short-TTL test: the token
-// refresh of a slow machine and a pool's rotation on live nodes.
-func TestSwapWithUpstreamLive(t *testing.T) {
+// TestSwapAndMoveLive: on a management cluster of its own, a workload
+// cluster made by upstream's v1.14.2 bootstrap provider, built from the
+// module (a control-plane Machine, a MachineDeployment whose worker boots
+// slowly, a MachinePool), gets this provider by README's swap (upstream's
+// components removed, this one's installed) while the worker still boots;
+// then `clusterctl move` takes it to a second management cluster while a
+// pool instance boots; then that management cluster is lost after a
+// `clusterctl move --to-directory` backup, which is restored into the first
+// (new UIDs again) while another instance boots; last, upstream's provider
+// comes back by applying its components over this Deployment (both managers
+// run at once on the one lease) while another worker boots. Every manager
+// keeps a 30-s token TTL, so a machine booting for longer joins only if each
+// keeps alive the token the one before made. After each swap: the booting
+// worker joins with the token it was given; the pool's token rotates under
+// the new manager and the pool scales up, the new instance joining with the
+// rotated data; no Machine's data secret is rewritten, no Machine or
+// MachineSet replaced (no rollout). After the move and the restore: the
+// booting instance joins; the same Machines, MachineSets and data; every data
+// secret owned by its config's new UID (none deleted by the garbage
+// collector); after the move, the pool's token rotates under the target's
+// manager. Throughout, every bootstrap token a provider made in the workload
+// cluster is one a config's spec named (no duplicates, none orphaned).
+func TestSwapAndMoveLive(t *testing.T) {
+	t.Parallel() // on management clusters of its own
 	const (
 		ttl      = 30 * time.Second
 		slowBoot = 100 * time.Second
 	)
-	upstream, err := st.UpstreamProvider()
+	ttlArgs := append([]string{"--bootstrap-token-ttl=" + ttl.String()}, managerArgs...)
+	home := startManagement(t, "swap-home", managerArgs...)
+	// clusterctl move's target, started meanwhile.
+	targetUp := make(chan *stack.Management, 1)
+	go func() {
+		m, err := st.StartManagement(context.Background(), "swap-target", ttlArgs...)
+		if err != nil {
+			t.Errorf("starting the target management cluster: %v", err)
+		}
+		targetUp <- m
+	}()
+	t.Cleanup(func() {
+		if m := <-targetUp; m != nil {
+			m.Stop()
+		}
+	})
+	upstream, err := home.UpstreamProvider()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := st.OurProvider()
+	ours, err := home.OurProvider()
 	if err != nil {
 		t.Fatal(err)
 	}
 	upstream = upstream.With("--bootstrap-token-ttl="+ttl.String(), "--feature-gates=KubeadmBootstrapFormatIgnition=true").WithLeaderElection()
-	ours = ours.With(append([]string{"--bootstrap-token-ttl=" + ttl.String()}, managerArgs...)...).WithLeaderElection()
-	t.Cleanup(func() {
-		if err := st.RestartManager(managerArgs...); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := st.ReplaceProvider(upstream); err != nil {
+	ours = ours.With(ttlArgs...).WithLeaderElection()
+	if err := home.ReplaceProvider(upstream); err != nil {
 		t.Fatalf("installing upstream's provider: %v", err)
 	}
 
-	w := newWorkloadCluster(t, "swap")
+	w := newWorkloadClusterIn(t, home, "swap", func(w *workloadCluster) []client.Object { return w.Base() })
 	sc := swapScenario{w: w, tokens: w.watchSpecTokens(), pool: "swap-pool", md: "swap-slow", rotation: 3 * ttl}
 	w.controlPlaneMachine("swap-cp-0", bootstrapv1.CloudConfig)
 	w.machineDeployment(sc.md, bootstrapv1.CloudConfig, 1, slowBoot)
@@ -71,11 +91,26 @@ func TestSwapWithUpstreamLive(t *testing.T) {
 	w.expectMadeByUpstream()
 
 	// README's swap, while the worker boots.
-	sc.swap("README's swap to this provider", func() error { return st.ReplaceProvider(ours) }, 2)
+	sc.swap("README's swap to this provider", func() error { return home.ReplaceProvider(ours) }, 2)
+
+	target := <-targetUp
+	targetUp <- target
+	if target == nil {
+		t.FailNow()
+	}
+	sc.tokens.watch(target.Client)
+	// clusterctl move, while a pool instance boots.
+	sc.move("clusterctl move to another management cluster", func() { w.move(target) })
+	w.rotateAndScale(sc.pool, int32(len(w.simulatedPool(sc.pool).Status.Instances)+1), sc.rotation)
+	sc.tokens.expectNoStray(w)
+	// The target lost after a backup, restored into the first.
+	sc.move("backup, loss and restore into the first management cluster", func() { w.backUpAndRestore(home) })
+
 	// Back to upstream's by applying its components over this Deployment,
 	// while another worker boots (its data and token made by this provider).
+	sc.machines = w.keep().machines
 	w.scale(sc.md, 2)
-	sc.swap("upstream's components rolled out over this provider's", func() error { return st.RollOutProvider(upstream) }, 3)
+	sc.swap("upstream's components rolled out over this provider's", func() error { return home.RollOutProvider(upstream) }, 3)
 	w.expectPoolConsumers(sc.pool, bootstrapv1.CloudConfig)
 }
 
@@ -110,6 +145,30 @@ func (sc *swapScenario) swap(how string, do func() error, machines int) {
 	kept.expectKept(w)
 	sc.tokens.expectNoStray(w)
 	sc.machines = w.keep().machines
+}
+
+// poolBoot is how long a pool instance boots across a move: longer than the
+// token TTL, so that it joins only if the manager after the move keeps its
+// token alive.
+const poolBoot = 60 * time.Second
+
+// move moves the cluster's objects to another management cluster (do)
+// while a pool instance boots, then checks: the instance joins; the
+// Machines, MachineSets and data are as they were, each data secret owned by
+// its config's new UID; no stray token.
+func (sc *swapScenario) move(how string, do func()) {
+	w := sc.w
+	w.t.Helper()
+	instance := w.bootPoolInstance(sc.pool, poolBoot)
+	n := int32(len(w.simulatedPool(sc.pool).Status.Instances))
+	before := w.beforeMove()
+	start := time.Now()
+	do()
+	w.t.Logf("%s in %s", how, time.Since(start).Round(100*time.Millisecond))
+	w.waitForPools(map[string]bootstrapv1.Format{sc.pool: bootstrapv1.CloudConfig}, n, 4*time.Minute)
+	w.expectPoolInstanceJoined(sc.pool, instance)
+	before.expectMoved(w)
+	sc.tokens.expectNoStray(w)
 }
 
 // bootingWorker waits until a MachineDeployment has a Machine (not among
@@ -244,19 +303,28 @@ func (k kept) expectKept(w *workloadCluster) {
 // specTokens records, every second until the test ends, the bootstrap token
 // ID each config's spec names: the source of truth both providers share.
 type specTokens struct {
-	mu   sync.Mutex
-	seen map[string][]string // config -> token IDs in the order seen
+	mu      sync.Mutex
+	seen    map[string][]string // config -> token IDs in the order seen
+	sources []client.Client     // management clusters the configs may be in
 }
 
+// watchSpecTokens samples the configs in the cluster's management cluster
+// and in those added by watch.
 func (w *workloadCluster) watchSpecTokens() *specTokens {
-	st := &specTokens{seen: map[string][]string{}}
+	st := &specTokens{seen: map[string][]string{}, sources: []client.Client{w.c}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			var configs bootstrapv1.KubeadmConfigList
-			if err := w.c.List(ctx, &configs, client.InNamespace(w.Namespace)); err == nil {
+			st.mu.Lock()
+			sources := slices.Clone(st.sources)
+			st.mu.Unlock()
+			for _, source := range sources {
+				var configs bootstrapv1.KubeadmConfigList
+				if err := source.List(ctx, &configs, client.InNamespace(w.Namespace)); err != nil {
+					continue // a lost management cluster
+				}
 				st.mu.Lock()
 				for _, c := range configs.Items {
 					id, _, _ := strings.Cut(c.Spec.JoinConfiguration.Discovery.BootstrapToken.Token, ".")
@@ -274,6 +342,13 @@ func (w *workloadCluster) watchSpecTokens() *specTokens {
 	}()
 	w.t.Cleanup(func() { cancel(); <-done })
 	return st
+}
+
+// watch adds a management cluster the configs may be moved to.
+func (s *specTokens) watch(c client.Client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sources = append(s.sources, c)
 }
 
 // providerTokenDescription starts the description of every bootstrap token

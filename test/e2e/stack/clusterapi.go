@@ -15,9 +15,11 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -90,8 +92,8 @@ func clusterAPIScheme() (*k8sruntime.Scheme, error) {
 // cached Secrets (those of clusters) keep their data: core's manager needs
 // only the kubeconfigs' and drops the rest, KubeadmControlPlane reads the
 // cluster CAs through the same cache.
-func clusterAPICacheOptions(scheme *k8sruntime.Scheme) ctrlcache.Options {
-	opts := capisetup.ManagerCacheOptions(scheme, "capi-e2e", "", ClusterAPISyncPeriod)
+func clusterAPICacheOptions(scheme *k8sruntime.Scheme, name string) ctrlcache.Options {
+	opts := capisetup.ManagerCacheOptions(scheme, name, "", ClusterAPISyncPeriod)
 	for obj, byObject := range opts.ByObject {
 		if _, ok := obj.(*corev1.Secret); ok {
 			byObject.Transform = func(in any) (any, error) {
@@ -118,12 +120,15 @@ func clusterAPIGates() error {
 
 // startClusterAPI runs Cluster API's reconcilers and webhooks and the
 // simulated provider's reconcilers in one controller-runtime manager.
-func (s *Stack) startClusterAPI(ctx context.Context) error {
-	logFile, err := s.openLog(clusterAPILog)
+func (m *Management) startClusterAPI(ctx context.Context) error {
+	logFile, err := m.openLog(clusterAPILog)
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(crzap.New(crzap.WriteTo(logFile), crzap.UseDevMode(false)))
+	logger := crzap.New(crzap.WriteTo(logFile), crzap.UseDevMode(false))
+	if m.first {
+		ctrl.SetLogger(logger)
+	}
 	if err := clusterAPIGates(); err != nil {
 		return err
 	}
@@ -131,16 +136,22 @@ func (s *Stack) startClusterAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Informer names are unique in a process: one per management cluster.
+	controllerName := "capi-e2e-" + m.Name
 	hookPort, err := testenv.FreeTCPPort()
 	if err != nil {
 		return err
 	}
-	hooks := s.env.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{
-		Scheme:                 scheme,
+	hooks := m.env.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(m.Config, ctrl.Options{
+		Scheme: scheme,
+		Logger: logger,
+		// Another management cluster's Cluster API may run in this process
+		// with the same controllers.
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(!m.first)},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  clusterAPICacheOptions(scheme),
+		Cache:                  clusterAPICacheOptions(scheme, controllerName),
 		Client:                 capisetup.ManagerClientOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: "127.0.0.1", Port: hookPort, CertDir: hooks.LocalServingCertDir,
@@ -159,12 +170,12 @@ func (s *Stack) startClusterAPI(ctx context.Context) error {
 	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secretClient,
 		Cache:        capisetup.ClusterCacheCacheOptions(),
-		Client:       capisetup.ClusterCacheClientOptions("capi-e2e", 20, 30),
+		Client:       capisetup.ClusterCacheClientOptions(controllerName, 20, 30),
 	}, controller.Options{MaxConcurrentReconciles: 10})
 	if err != nil {
 		return err
 	}
-	if err := setupClusterAPIWebhooks(mgr, cache); err != nil {
+	if err := setupClusterAPIWebhooks(mgr, cache, m.first); err != nil {
 		return err
 	}
 	opts := controller.Options{MaxConcurrentReconciles: 5}
@@ -210,16 +221,16 @@ func (s *Stack) startClusterAPI(ctx context.Context) error {
 			}).SetupWithManager(ctx, mgr, kcpOpts)
 		},
 		func() error {
-			return (&controllers.ClusterReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
+			return (&controllers.ClusterReconciler{Client: mgr.GetClient(), Lab: m.lab}).SetupWithManager(mgr)
 		},
 		func() error {
-			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
+			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Lab: m.lab}).SetupWithManager(mgr)
 		},
 		func() error {
-			return (&controllers.MachinePoolReconciler{Client: mgr.GetClient(), Lab: s.Lab}).SetupWithManager(mgr)
+			return (&controllers.MachinePoolReconciler{Client: mgr.GetClient(), Lab: m.lab}).SetupWithManager(mgr)
 		},
 		func() error {
-			return (&controllers.NetworkReconciler{Client: mgr.GetClient(), Lab: s.Lab, ClusterCache: cache}).SetupWithManager(mgr)
+			return (&controllers.NetworkReconciler{Client: mgr.GetClient(), Lab: m.lab, ClusterCache: cache}).SetupWithManager(mgr)
 		},
 	} {
 		if err := setup(); err != nil {
@@ -227,10 +238,10 @@ func (s *Stack) startClusterAPI(ctx context.Context) error {
 		}
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	s.cancel = cancel
-	s.capiStopped = make(chan struct{})
+	m.cancel = cancel
+	m.capiStopped = make(chan struct{})
 	go func() {
-		defer close(s.capiStopped)
+		defer close(m.capiStopped)
 		if err := mgr.Start(mctx); err != nil {
 			fmt.Fprintf(logFile, "cluster api manager: %v\n", err)
 		}
@@ -238,17 +249,20 @@ func (s *Stack) startClusterAPI(ctx context.Context) error {
 	if err := testenv.WaitForTLS(net.JoinHostPort("127.0.0.1", strconv.Itoa(hookPort)), 60*time.Second); err != nil {
 		return fmt.Errorf("Cluster API's webhook server: %w", err)
 	}
-	return installClusterAPIWebhooks(ctx, s.Client, hookPort, hooks.LocalServingCAData)
+	return installClusterAPIWebhooks(ctx, m.Client, hookPort, hooks.LocalServingCAData)
 }
 
 // setupClusterAPIWebhooks registers Cluster API's webhooks for the kinds the
 // stack uses.
-func setupClusterAPIWebhooks(mgr ctrl.Manager, cache clustercache.ClusterCache) error {
+func setupClusterAPIWebhooks(mgr ctrl.Manager, cache clustercache.ClusterCache, first bool) error {
 	// v1beta1 clients' references are converted at the version each CRD's
-	// contract label names.
-	getter := func(ctx context.Context, gk schema.GroupKind) (string, error) { return contractVersion(ctx, mgr, gk) }
-	coreconversion.SetAPIVersionGetter(getter)
-	kcpconversion.SetAPIVersionGetter(getter)
+	// contract label names. The getter is process-wide: the first
+	// management cluster's serves all (their CRDs are the same).
+	if first {
+		getter := func(ctx context.Context, gk schema.GroupKind) (string, error) { return contractVersion(ctx, mgr, gk) }
+		coreconversion.SetAPIVersionGetter(getter)
+		kcpconversion.SetAPIVersionGetter(getter)
+	}
 	for _, w := range []interface{ SetupWebhookWithManager(ctrl.Manager) error }{
 		&coreadmission.ClusterClass{Client: mgr.GetClient()},
 		&coreadmission.Cluster{Client: mgr.GetClient(), ClusterCacheReader: cache},

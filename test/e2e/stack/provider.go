@@ -73,13 +73,13 @@ var leaseFlags = []string{"--leader-elect", "--leader-elect-lease-duration=8s", 
 
 // OurProvider is this provider: its generated CRDs and webhooks, its manager
 // with exactly the rights its generated ClusterRole grants.
-func (s *Stack) OurProvider() (Provider, error) {
-	kubeconfig, err := s.env.ManagerKubeconfig()
+func (m *Management) OurProvider() (Provider, error) {
+	kubeconfig, err := m.env.ManagerKubeconfig()
 	if err != nil {
 		return Provider{}, err
 	}
 	return Provider{
-		Name: "manager", binary: s.managerBin, crds: testenv.CRDDir(), webhooks: testenv.WebhookManifests(),
+		Name: "manager", binary: m.managerBin, crds: testenv.CRDDir(), webhooks: testenv.WebhookManifests(),
 		kubeconfig: kubeconfig, electionArgs: append([]string{"--leader-elect-namespace=" + ProviderNamespace}, leaseFlags...),
 	}, nil
 }
@@ -89,10 +89,10 @@ func (s *Stack) OurProvider() (Provider, error) {
 // the module's manifests. Its manager runs with the admin kubeconfig (its own
 // ClusterRole is not this repository's) and finds its lease's namespace as
 // in a Pod.
-func (s *Stack) UpstreamProvider() (Provider, error) {
-	bin := filepath.Join(s.opts.StateDir, "upstream-manager")
+func (m *Management) UpstreamProvider() (Provider, error) {
+	bin := filepath.Join(m.binDir, "upstream-manager")
 	if _, err := os.Stat(bin); err != nil {
-		s.progress("building upstream's manager (sigs.k8s.io/cluster-api/bootstrap/kubeadm v1.14.2)")
+		m.progress("building upstream's manager (sigs.k8s.io/cluster-api/bootstrap/kubeadm v1.14.2)")
 		if err := testenv.GoBuild(bin, "sigs.k8s.io/cluster-api/bootstrap/kubeadm"); err != nil {
 			return Provider{}, err
 		}
@@ -101,7 +101,7 @@ func (s *Stack) UpstreamProvider() (Provider, error) {
 	if err != nil {
 		return Provider{}, err
 	}
-	kubeconfig, err := testenv.AdminKubeconfig(s.env)
+	kubeconfig, err := testenv.AdminKubeconfig(m.env)
 	if err != nil {
 		return Provider{}, err
 	}
@@ -120,13 +120,13 @@ func (s *Stack) UpstreamProvider() (Provider, error) {
 // ReplaceProvider swaps providers the way README says: the running manager
 // goes (clusterctl delete), p's CRDs and webhook configurations replace the
 // installed ones and p's manager starts (clusterctl init).
-func (s *Stack) ReplaceProvider(p Provider) error {
-	s.stopManager()
-	if err := s.installComponents(p, s.webhookPort); err != nil {
+func (m *Management) ReplaceProvider(p Provider) error {
+	m.stopManager()
+	if err := m.installComponents(p, m.webhookPort); err != nil {
 		return err
 	}
-	s.provider = p // installed, even if its manager then fails to start
-	return s.startManager(p, s.webhookPort)
+	m.provider = p // installed, even if its manager then fails to start
+	return m.startManager(p, m.webhookPort)
 }
 
 // RollOutProvider applies p's components over the running provider's
@@ -134,42 +134,42 @@ func (s *Stack) ReplaceProvider(p Provider) error {
 // on the one lease, so the running one must elect too), the Service's
 // webhook traffic goes to the new Pod, the old Pod terminates and the new
 // manager takes the lease.
-func (s *Stack) RollOutProvider(p Provider) error {
-	if !s.provider.leaderElection || !p.leaderElection {
+func (m *Management) RollOutProvider(p Provider) error {
+	if !m.provider.leaderElection || !p.leaderElection {
 		return errors.New("a rollout runs two managers at once: both must elect a leader")
 	}
-	old := s.manager
+	old := m.manager
 	port, err := testenv.FreeTCPPort()
 	if err != nil {
 		return err
 	}
-	m, err := s.runManager(p, port)
+	next, err := m.runManager(p, port)
 	if err != nil {
 		return err
 	}
-	if err := testenv.WaitForTLS(net.JoinHostPort(s.env.WebhookInstallOptions.LocalServingHost, strconv.Itoa(port)), time.Minute); err != nil {
-		m.Kill()
+	if err := testenv.WaitForTLS(net.JoinHostPort(m.env.WebhookInstallOptions.LocalServingHost, strconv.Itoa(port)), time.Minute); err != nil {
+		next.Kill()
 		return fmt.Errorf("%s's webhooks: %w", p.Name, err)
 	}
-	if leads, _ := m.Leads(); leads {
-		m.Kill()
+	if leads, _ := next.Leads(); leads {
+		next.Kill()
 		return fmt.Errorf("%s leads while %s holds the lease", p.Name, old.Name)
 	}
-	if err := s.installComponents(p, port); err != nil {
+	if err := m.installComponents(p, port); err != nil {
 		return err
 	}
-	s.manager, s.provider, s.webhookPort = m, p, port
-	if err := s.waitForAdmission(); err != nil {
+	m.manager, m.provider, m.webhookPort = next, p, port
+	if err := m.waitForAdmission(); err != nil {
 		return err
 	}
 	old.Stop()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if leads, _ := m.Leads(); leads {
+		if leads, _ := next.Leads(); leads {
 			return nil
 		}
-		if m.Exited() || time.Now().After(deadline) {
-			return fmt.Errorf("%s did not take the lease over\n%s", p.Name, m.LogTail())
+		if next.Exited() || time.Now().After(deadline) {
+			return fmt.Errorf("%s did not take the lease over\n%s", p.Name, next.LogTail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -179,13 +179,13 @@ func (s *Stack) RollOutProvider(p Provider) error {
 // bootstrap webhook configurations p's, served by the webhook server on port
 // (conversion included), keeping what clusterctl and Cluster API add: the
 // contract labels.
-func (s *Stack) installComponents(p Provider, port int) error {
-	if s.provider.Name == p.Name && s.webhookPort == port {
+func (m *Management) installComponents(p Provider, port int) error {
+	if m.provider.Name == p.Name && m.webhookPort == port {
 		return nil // the same components, served on the same port
 	}
 	ctx := context.Background()
-	ca := s.env.WebhookInstallOptions.LocalServingCAData
-	serving := webhookServer{host: s.env.WebhookInstallOptions.LocalServingHost, port: port, ca: ca}
+	ca := m.env.WebhookInstallOptions.LocalServingCAData
+	serving := webhookServer{host: m.env.WebhookInstallOptions.LocalServingHost, port: port, ca: ca}
 	conversion := serving.url("/convert")
 	files, err := filepath.Glob(filepath.Join(p.crds, "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -197,7 +197,7 @@ func (s *Stack) installComponents(p Provider, port int) error {
 			return err
 		}
 		existing := &apiextensionsv1.CustomResourceDefinition{}
-		if err := s.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, existing); err != nil {
+		if err := m.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, existing); err != nil {
 			return err
 		}
 		crd.ResourceVersion = existing.ResourceVersion
@@ -209,12 +209,12 @@ func (s *Stack) installComponents(p Provider, port int) error {
 				ConversionReviewVersions: []string{"v1", "v1beta1"},
 			},
 		}
-		if err := s.Client.Update(ctx, crd); err != nil {
+		if err := m.Client.Update(ctx, crd); err != nil {
 			return fmt.Errorf("installing %s's CRD %s: %w", p.Name, crd.Name, err)
 		}
 	}
 	// The webhook configurations clusterctl would install.
-	if err := installWebhookConfigurations(ctx, s.Client, p.webhooks, serving, "", nil); err != nil {
+	if err := installWebhookConfigurations(ctx, m.Client, p.webhooks, serving, "", nil); err != nil {
 		return fmt.Errorf("installing %s's webhooks: %w", p.Name, err)
 	}
 	return nil
@@ -283,20 +283,20 @@ func installWebhookConfigurations(ctx context.Context, c client.Client, file str
 
 // waitForAdmission waits until a KubeadmConfig dry-run create passes the
 // installed webhooks.
-func (s *Stack) waitForAdmission() error {
+func (m *Management) waitForAdmission() error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		probe := &bootstrapv1.KubeadmConfig{}
 		probe.Namespace, probe.Name = "default", "webhook-probe"
-		err := s.Client.Create(context.Background(), probe, client.DryRunAll)
+		err := m.Client.Create(context.Background(), probe, client.DryRunAll)
 		if err == nil {
 			return nil
 		}
-		if s.manager.Exited() {
-			return fmt.Errorf("%s exited\n%s", s.manager.Name, s.manager.LogTail())
+		if m.manager.Exited() {
+			return fmt.Errorf("%s exited\n%s", m.manager.Name, m.manager.LogTail())
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s's webhooks did not answer within 60s: %w", s.manager.Name, err)
+			return fmt.Errorf("%s's webhooks did not answer within 60s: %w", m.manager.Name, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -3,7 +3,8 @@
 // Cluster API v1.14's core reconcilers and the simulated infrastructure
 // provider in this process, this provider's manager as its own process (the
 // binary that ships, with its real flags), and a Lab of simulated hosts that
-// run the bootstrap data. The e2e tests and the demo share it.
+// run the bootstrap data. The e2e tests and the demo share it; a test can
+// start more management clusters over the same Lab.
 package stack
 
 import (
@@ -11,21 +12,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
+	"sync"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
-	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
@@ -40,27 +32,16 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Stack is a running management cluster with its controllers and a Lab.
+// Stack is a Lab of simulated hosts and the management cluster that runs
+// their workload clusters; a test can start more management clusters over
+// the same Lab (StartManagement).
 type Stack struct {
-	Config *rest.Config
-	Client client.Client
-	Scheme *k8sruntime.Scheme
-	Lab    *host.Lab
-	// Kubeconfig is an admin kubeconfig of the management cluster.
-	Kubeconfig string
+	*Management
+	Lab *host.Lab
 
-	opts       Options
-	env        *testenv.Environment
-	managerBin string
-	// The bootstrap provider whose components are installed, served by
-	// its manager's webhook server on webhookPort (manager is nil while a
-	// swap has stopped it).
-	manager     *testenv.Manager
-	provider    Provider
-	webhookPort int
-	gc          *exec.Cmd
-	cancel      context.CancelFunc
-	capiStopped chan struct{}
+	opts   Options
+	mu     sync.Mutex
+	others []*Management
 }
 
 // hostTools are the commands the hosts' image has in /usr/local/bin.
@@ -108,50 +89,15 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 }
 
 func (s *Stack) start(ctx context.Context) error {
-	opts := s.opts
-	labOpts, err := labOptions(filepath.Join(opts.StateDir, "hosts"))
+	labOpts, err := labOptions(filepath.Join(s.opts.StateDir, "hosts"))
 	if err != nil {
 		return err
 	}
-
 	s.progress("building the manager binary (bootstrap/kubeadm/cmd/manager)")
-	s.managerBin = filepath.Join(opts.StateDir, "manager")
-	if err := testenv.GoBuild(s.managerBin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
+	managerBin := filepath.Join(s.opts.StateDir, "manager")
+	if err := testenv.GoBuild(managerBin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
 		return err
 	}
-
-	s.progress("starting the management API server and etcd (envtest)")
-	if s.env, err = testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true}); err != nil {
-		return err
-	}
-	s.env.CRDDirectoryPaths = append(s.env.CRDDirectoryPaths, filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd"))
-	if err := infrav1.AddToScheme(s.env.Scheme); err != nil {
-		return err
-	}
-	if err := apiextensionsv1.AddToScheme(s.env.Scheme); err != nil { // swapping providers replaces CRDs
-		return err
-	}
-	if s.Config, err = s.env.Start(); err != nil {
-		return err
-	}
-	s.Scheme = s.env.Scheme
-	if s.Client, err = client.New(s.Config, client.Options{Scheme: s.Scheme}); err != nil {
-		return err
-	}
-	if s.Kubeconfig, err = testenv.WriteAdminKubeconfig(s.env, opts.StateDir); err != nil {
-		return err
-	}
-	// The provider's namespace, as clusterctl makes it: the leader-election
-	// lease lives there.
-	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ProviderNamespace}}); err != nil {
-		return err
-	}
-
-	s.progress("starting the management cluster's garbage collector (kube-controller-manager)")
-	if err := s.startGarbageCollector(); err != nil {
-		return err
-	}
-
 	s.progress("creating the simulated hosts' network")
 	if err := os.MkdirAll(labOpts.StateDir, 0o755); err != nil {
 		return err
@@ -159,23 +105,34 @@ func (s *Stack) start(ctx context.Context) error {
 	if s.Lab, err = host.NewLab(labOpts); err != nil {
 		return err
 	}
+	s.Management = &Management{
+		Name: "management", dir: s.opts.StateDir, binDir: s.opts.StateDir, managerBin: managerBin,
+		lab: s.Lab, progress: s.progress, first: true,
+	}
+	return s.Management.start(ctx, s.opts.ManagerArgs)
+}
 
-	s.progress("starting this provider's manager (its webhooks serve admission and conversion)")
-	ours, err := s.OurProvider()
-	if err != nil {
-		return err
+// StartManagement starts another management cluster over the stack's Lab,
+// with this provider's manager run with managerArgs; its logs go to a
+// directory of its name in the state directory. The stack stops it, if the
+// test does not first.
+func (s *Stack) StartManagement(ctx context.Context, name string, managerArgs ...string) (*Management, error) {
+	dir := filepath.Join(s.opts.StateDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
-	s.provider = ours // the environment installed its components
-	s.webhookPort = s.env.WebhookInstallOptions.LocalServingPort
-	if err := s.startManager(ours.With(opts.ManagerArgs...), s.webhookPort); err != nil {
-		return err
+	m := &Management{
+		Name: name, dir: dir, binDir: s.opts.StateDir, managerBin: s.managerBin, lab: s.Lab,
+		progress: func(msg string) { s.progress(name + ": " + msg) },
 	}
-
-	s.progress("starting Cluster API's core controllers and the simulated infrastructure provider")
-	if err := s.startClusterAPI(ctx); err != nil {
-		return err
+	s.mu.Lock()
+	s.others = append(s.others, m)
+	s.mu.Unlock()
+	if err := m.start(ctx, managerArgs); err != nil {
+		m.Stop()
+		return nil, err
 	}
-	return nil
+	return m, nil
 }
 
 func (s *Stack) progress(msg string) {
@@ -184,98 +141,18 @@ func (s *Stack) progress(msg string) {
 	}
 }
 
-// startManager runs p's manager against the management cluster, its webhook
-// server on port, and waits until its webhooks answer.
-func (s *Stack) startManager(p Provider, port int) error {
-	m, err := s.runManager(p, port)
-	if err != nil {
-		return err
-	}
-	s.manager, s.provider = m, p
-	return s.waitForAdmission()
-}
-
-// runManager starts p's manager as its Deployment runs it, its webhook server
-// on port.
-func (s *Stack) runManager(p Provider, port int) (*testenv.Manager, error) {
-	o := testenv.ManagerOptions{
-		Binary: p.binary, Name: p.Name, Kubeconfig: p.kubeconfig, Dir: s.opts.StateDir,
-		WebhookCertDir: s.env.WebhookInstallOptions.LocalServingCertDir, WebhookPort: port,
-		Args: p.Args,
-	}
-	if p.leaderElection {
-		o.Args = append(append([]string(nil), p.electionArgs...), p.Args...)
-		o.Wrap = p.electionWrap
-	}
-	return testenv.RunManager(o)
-}
-
-// startGarbageCollector runs kube-controller-manager's garbage collector and
-// namespace controllers against the management cluster, as a real one has:
-// data secrets go with their KubeadmConfigs through owner references.
-func (s *Stack) startGarbageCollector() error {
-	kcm, err := testbin.Path(testbin.KubeControllerManager)
-	if err != nil {
-		return err
-	}
-	logFile, err := s.openLog("management-controller-manager.log")
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	s.gc = exec.Command(kcm, "--kubeconfig="+s.Kubeconfig, "--controllers=garbagecollector,namespace",
-		"--leader-elect=false", "--secure-port=0")
-	s.gc.Stdout, s.gc.Stderr = logFile, logFile
-	s.gc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return s.gc.Start()
-}
-
-// RestartManager restarts this provider's manager with other extra flags
-// (its components installed again if another provider's were).
-func (s *Stack) RestartManager(args ...string) error {
-	ours, err := s.OurProvider()
-	if err != nil {
-		return err
-	}
-	return s.ReplaceProvider(ours.With(args...))
-}
-
-func (s *Stack) stopManager() {
-	if s.manager != nil {
-		s.manager.Stop()
-		s.manager = nil
-	}
-}
-
-// Stop stops everything the stack started: hosts, controllers, the manager,
-// the API server.
+// Stop stops everything the stack started: hosts, the management clusters.
 func (s *Stack) Stop() {
 	if s.Lab != nil {
 		s.Lab.Close()
 	}
-	if s.cancel != nil {
-		s.cancel()
-		<-s.capiStopped
+	s.mu.Lock()
+	others := s.others
+	s.mu.Unlock()
+	for _, m := range others {
+		m.Stop()
 	}
-	s.stopManager()
-	if s.gc != nil && s.gc.Process != nil {
-		_ = s.gc.Process.Kill()
-		_ = s.gc.Wait()
+	if s.Management != nil {
+		s.Management.Stop()
 	}
-	if s.env != nil && s.env.Environment != nil {
-		_ = s.env.Stop()
-	}
-}
-
-const clusterAPILog = "cluster-api.log"
-
-// ManagerLog is the path of the running manager's log.
-func (s *Stack) ManagerLog() string { return filepath.Join(s.opts.StateDir, s.provider.Name+".log") }
-
-// ClusterAPILog is the path of Cluster API's controllers' log (JSON lines).
-func (s *Stack) ClusterAPILog() string { return filepath.Join(s.opts.StateDir, clusterAPILog) }
-
-// openLog opens a log in the state directory for appending.
-func (s *Stack) openLog(name string) (*os.File, error) {
-	return os.OpenFile(filepath.Join(s.opts.StateDir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 }

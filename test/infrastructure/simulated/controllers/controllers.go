@@ -21,6 +21,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
 
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
@@ -59,6 +60,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, sc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if p, err := paused(ctx, r.Client, sc, clusterNameOf(sc)); p || err != nil {
+		return ctrl.Result{RequeueAfter: pausedRecheck}, err
+	}
 	key := endpointKey(sc.Namespace, clusterNameOf(sc))
 	if !sc.DeletionTimestamp.IsZero() {
 		r.Lab.RemoveLoadBalancer(key)
@@ -86,6 +90,27 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, r.Client.Status().Update(ctx, sc)
 	}
 	return ctrl.Result{}, nil
+}
+
+// pausedRecheck is how often a paused object is looked at again (nothing
+// here watches its Cluster for the unpause).
+const pausedRecheck = 3 * time.Second
+
+// paused is true while the object's Cluster is paused or the object carries
+// the paused annotation: clusterctl move pauses the Cluster, copies its
+// objects and then deletes them from the source (finalizers removed first),
+// and the source's provider must then leave them and their hosts alone, as
+// Cluster API's providers do. A Cluster not (or no longer) there pauses
+// nothing.
+func paused(ctx context.Context, c client.Client, o metav1.Object, clusterName string) (bool, error) {
+	if clusterName == "" {
+		return annotations.HasPaused(o), nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: clusterName}, cluster); err != nil {
+		return annotations.HasPaused(o), client.IgnoreNotFound(err)
+	}
+	return annotations.IsPaused(cluster, o), nil
 }
 
 func removeFinalizer(ctx context.Context, c client.Client, o client.Object, f string) error {
@@ -131,6 +156,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	sm := &infrav1.SimulatedMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if p, err := paused(ctx, r.Client, sm, sm.Labels[clusterv1.ClusterNameLabel]); p || err != nil {
+		return ctrl.Result{RequeueAfter: pausedRecheck}, err
 	}
 	if !sm.DeletionTimestamp.IsZero() {
 		if h := r.Lab.Host(hostKey(sm)); h != nil {

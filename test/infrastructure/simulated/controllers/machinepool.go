@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -63,6 +65,9 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if p, err := paused(ctx, r.Client, pool, pool.Labels[clusterv1.ClusterNameLabel]); p || err != nil {
+		return ctrl.Result{RequeueAfter: pausedRecheck}, err
+	}
 	if !pool.DeletionTimestamp.IsZero() {
 		for _, in := range pool.Status.Instances {
 			if h := r.Lab.Host(instanceKey(pool, in.Name)); h != nil {
@@ -92,6 +97,9 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// that the pool does not list.
 	want := int(ptr.Deref(mp.Spec.Replicas, 1))
 	instances := slices.Clone(pool.Status.Instances)
+	if len(instances) == 0 {
+		instances = r.runningInstances(pool)
+	}
 	var retired []infrav1.SimulatedInstance
 	if len(instances) > want {
 		retired, instances = instances[:len(instances)-want], instances[len(instances)-want:]
@@ -121,6 +129,7 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 				Name:       instanceKey(pool, in.Name),
 				Hostname:   in.Name,
 				InstanceID: InstanceID(pool.Namespace, in.Name),
+				BootDelay:  ptr.Deref(pool.Spec.BootDelay, metav1.Duration{}).Duration,
 				Data:       secret.Data,
 			}); err != nil {
 				return ctrl.Result{}, fmt.Errorf("booting instance %s: %w", in.Name, err)
@@ -160,6 +169,22 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
 	return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+}
+
+// runningInstances finds a pool's instances from its provider IDs, as a
+// cloud lists a scaling group's: a pool whose status was lost (clusterctl
+// move and restores copy no status) keeps the hosts it had.
+func (r *MachinePoolReconciler) runningInstances(pool *infrav1.SimulatedMachinePool) []infrav1.SimulatedInstance {
+	var instances []infrav1.SimulatedInstance
+	prefix := ProviderID(pool.Namespace, "")
+	for _, id := range pool.Spec.ProviderIDList {
+		name, ok := strings.CutPrefix(id, prefix)
+		if !ok || r.Lab.Host(instanceKey(pool, name)) == nil {
+			continue
+		}
+		instances = append(instances, infrav1.SimulatedInstance{Name: name, HostPhase: infrav1.HostBooting})
+	}
+	return instances
 }
 
 func (r *MachinePoolReconciler) updateStatus(ctx context.Context, pool *infrav1.SimulatedMachinePool) error {

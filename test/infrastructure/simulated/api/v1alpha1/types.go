@@ -200,6 +200,11 @@ type SimulatedMachinePoolSpec struct {
 	// pool's instances, oldest first.
 	// +optional
 	ProviderIDList []string `json:"providerIDList,omitempty"`
+
+	// bootDelay delays the first boot of each instance started from now
+	// on: slow machines.
+	// +optional
+	BootDelay *metav1.Duration `json:"bootDelay,omitempty"`
 }
 
 // SimulatedInstance is one host of a pool.

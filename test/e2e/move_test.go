@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+)
+
+// startManagement starts a management cluster of the test's own over the
+// stack's Lab, this provider's manager run with args; it stops with the test
+// (after the test's workload clusters went, whose cleanups come later).
+func startManagement(t *testing.T, name string, args ...string) *stack.Management {
+	t.Helper()
+	m, err := st.StartManagement(context.Background(), name, args...)
+	if err != nil {
+		t.Fatalf("starting management cluster %s: %v", name, err)
+	}
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// moveTo makes the test read and write the cluster's objects in management
+// cluster m.
+func (w *workloadCluster) moveTo(m *stack.Management) {
+	w.mgmt, w.c = m, m.Client
+}
+
+// clusterctl runs Cluster API's clusterctl v1.14.2 with its configuration
+// directory of its own (not the user's).
+func (w *workloadCluster) clusterctl(args ...string) {
+	w.t.Helper()
+	dir := w.t.TempDir()
+	start := time.Now()
+	cmd := exec.Command(testbin.MustPath(w.t, "clusterctl"), append(args, "-v", "2")...)
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		w.t.Fatalf("clusterctl %v: %v\n%s", args, err, out)
+	}
+	w.t.Logf("clusterctl %s took %s", args[0], time.Since(start).Round(100*time.Millisecond))
+}
+
+// move moves the cluster's namespace to management cluster to with
+// `clusterctl move`.
+func (w *workloadCluster) move(to *stack.Management) {
+	w.t.Helper()
+	w.clusterctl("move", "--kubeconfig", w.mgmt.Kubeconfig, "--to-kubeconfig", to.Kubeconfig, "--namespace", w.Namespace)
+	w.moveTo(to)
+}
+
+// backUpAndRestore backs the cluster's namespace up with `clusterctl move
+// --to-directory`, loses its management cluster (stopped: API server,
+// controllers, manager; the hosts run on) and restores the backup into
+// management cluster to with `clusterctl move --from-directory`: every
+// object anew, with new UIDs.
+func (w *workloadCluster) backUpAndRestore(to *stack.Management) {
+	w.t.Helper()
+	backup := filepath.Join(w.t.TempDir(), "backup")
+	if err := os.Mkdir(backup, 0o700); err != nil {
+		w.t.Fatal(err)
+	}
+	w.clusterctl("move", "--kubeconfig", w.mgmt.Kubeconfig, "--to-directory", backup, "--namespace", w.Namespace)
+	w.mgmt.Stop()
+	w.clusterctl("move", "--from-directory", backup, "--to-kubeconfig", to.Kubeconfig)
+	w.moveTo(to)
+}
+
+// moved is what a move or restore must carry over: the Machines and
+// MachineSets (by name: new objects, none added or gone, which would be a
+// rollout) and every data secret's content.
+type moved struct {
+	machines, machineSets []string
+	data                  map[string][32]byte
+}
+
+func (w *workloadCluster) beforeMove() moved {
+	w.t.Helper()
+	mv := moved{data: map[string][32]byte{}}
+	k := w.keep()
+	for name := range k.machines {
+		mv.machines = append(mv.machines, name)
+	}
+	for name := range k.machineSets {
+		mv.machineSets = append(mv.machineSets, name)
+	}
+	slices.Sort(mv.machines)
+	slices.Sort(mv.machineSets)
+	for name, s := range w.dataSecretObjects() {
+		mv.data[name] = sha256.Sum256(s.Data["value"])
+	}
+	return mv
+}
+
+// expectMoved checks the management cluster the cluster is now in has what
+// it had before, and that every data secret's controller is its
+// KubeadmConfig there (the new UID): owned by a UID that is not there, the
+// garbage collector would have deleted it.
+func (mv moved) expectMoved(w *workloadCluster) {
+	w.t.Helper()
+	now := w.beforeMove()
+	if !slices.Equal(now.machines, mv.machines) || !slices.Equal(now.machineSets, mv.machineSets) {
+		w.t.Errorf("Machines %v and MachineSets %v before, now %v and %v", mv.machines, mv.machineSets, now.machines, now.machineSets)
+	}
+	var configs bootstrapv1.KubeadmConfigList
+	if err := w.c.List(context.Background(), &configs, client.InNamespace(w.Namespace)); err != nil {
+		w.t.Fatal(err)
+	}
+	uids := map[string]string{}
+	for _, c := range configs.Items {
+		uids[c.Name] = string(c.UID)
+	}
+	secrets := w.dataSecretObjects()
+	for name, sum := range mv.data {
+		s, ok := secrets[name]
+		switch {
+		case !ok:
+			w.t.Errorf("data secret %s is gone", name)
+		case sha256.Sum256(s.Data["value"]) != sum:
+			w.t.Errorf("data secret %s was rewritten", name)
+		}
+	}
+	for name, s := range secrets {
+		if ref := metav1.GetControllerOf(&s); ref == nil || string(ref.UID) != uids[name] {
+			w.t.Errorf("data secret %s: its controller is %v, not its KubeadmConfig (UID %s)", name, ref, uids[name])
+		}
+	}
+	w.t.Logf("%d Machines, %d MachineSets and %d data secrets as they were, each data secret owned by its config's new UID",
+		len(now.machines), len(now.machineSets), len(mv.data))
+}
+
+// bootPoolInstance scales a pool up by one instance that boots for bootDelay
+// before it runs its data, and waits until it boots (listed in the pool's
+// provider IDs, as the cloud has it).
+func (w *workloadCluster) bootPoolInstance(pool string, bootDelay time.Duration) string {
+	w.t.Helper()
+	w.setPoolBootDelay(pool, bootDelay)
+	n := len(w.simulatedPool(pool).Status.Instances)
+	w.scalePool(pool, int32(n+1))
+	var name string
+	w.waitFor(time.Minute, "a booting instance of "+pool, func() bool {
+		smp := w.simulatedPool(pool)
+		if len(smp.Status.Instances) != n+1 || len(smp.Spec.ProviderIDList) != n+1 {
+			return false
+		}
+		in := smp.Status.Instances[n]
+		name = in.Name
+		return in.HostPhase == infrav1.HostBooting
+	})
+	w.setPoolBootDelay(pool, 0)
+	return name
+}
+
+// setPoolBootDelay sets how long a pool's next instances boot.
+func (w *workloadCluster) setPoolBootDelay(pool string, d time.Duration) {
+	w.t.Helper()
+	smp := w.simulatedPool(pool)
+	patch := client.MergeFrom(smp.DeepCopy())
+	smp.Spec.BootDelay = ptr.To(metav1.Duration{Duration: d})
+	if err := w.c.Patch(context.Background(), smp, patch); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// expectPoolInstanceJoined fails the test unless the pool's instance has
+// its Node in the pool's node references.
+func (w *workloadCluster) expectPoolInstanceJoined(pool, instance string) {
+	w.t.Helper()
+	mp := &clusterv1.MachinePool{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
+		w.t.Fatal(err)
+	}
+	for _, ref := range mp.Status.NodeRefs {
+		if ref.Name == instance {
+			return
+		}
+	}
+	w.t.Errorf("pool %s: instance %s has no Node (%s)", pool, instance, fmt.Sprint(mp.Status.NodeRefs))
+}

@@ -1,0 +1,221 @@
+package stack
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
+)
+
+// Management is one management cluster: its API server and etcd (envtest)
+// with Cluster API's, this provider's and the simulated provider's CRDs and
+// webhooks, labelled as `clusterctl init` labels them; a garbage collector;
+// a kubeadm bootstrap provider's manager (this one's at start); Cluster
+// API's controllers with the simulated infrastructure provider's, over the
+// stack's Lab. Hosts and load balancers are keyed by namespace and name, so
+// a cluster moved to another management cluster keeps them.
+type Management struct {
+	// Name names it in progress lines.
+	Name   string
+	Config *rest.Config
+	Client client.Client
+	Scheme *k8sruntime.Scheme
+	// Kubeconfig is the path of an admin kubeconfig of it.
+	Kubeconfig string
+
+	dir        string // its logs and kubeconfig
+	binDir     string // binaries built once for the stack
+	managerBin string
+	lab        *host.Lab
+	progress   func(string)
+	// first is the management cluster whose Cluster API manager owns the
+	// process-wide settings (controller-runtime's logger, Cluster API's
+	// conversion version getter).
+	first bool
+
+	env *testenv.Environment
+	// The bootstrap provider whose components are installed, served by
+	// its manager's webhook server on webhookPort (manager is nil while a
+	// swap has stopped it).
+	manager     *testenv.Manager
+	provider    Provider
+	webhookPort int
+	gc          *exec.Cmd
+	cancel      context.CancelFunc
+	capiStopped chan struct{}
+}
+
+func (m *Management) start(ctx context.Context, managerArgs []string) error {
+	var err error
+	m.progress("starting the management API server and etcd (envtest)")
+	if m.env, err = testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true}); err != nil {
+		return err
+	}
+	m.env.CRDDirectoryPaths = append(m.env.CRDDirectoryPaths, filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd"))
+	if err := infrav1.AddToScheme(m.env.Scheme); err != nil {
+		return err
+	}
+	if err := apiextensionsv1.AddToScheme(m.env.Scheme); err != nil { // swapping providers replaces CRDs
+		return err
+	}
+	if m.Config, err = m.env.Start(); err != nil {
+		return err
+	}
+	m.Scheme = m.env.Scheme
+	if m.Client, err = client.New(m.Config, client.Options{Scheme: m.Scheme}); err != nil {
+		return err
+	}
+	if m.Kubeconfig, err = testenv.WriteAdminKubeconfig(m.env, m.dir); err != nil {
+		return err
+	}
+	if err := m.labelForClusterctl(ctx); err != nil {
+		return err
+	}
+	// The provider's namespace, as clusterctl makes it: the leader-election
+	// lease lives there.
+	if err := m.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ProviderNamespace}}); err != nil {
+		return err
+	}
+
+	m.progress("starting the management cluster's garbage collector (kube-controller-manager)")
+	if err := m.startGarbageCollector(); err != nil {
+		return err
+	}
+
+	m.progress("starting this provider's manager (its webhooks serve admission and conversion)")
+	ours, err := m.OurProvider()
+	if err != nil {
+		return err
+	}
+	m.provider = ours // the environment installed its components
+	m.webhookPort = m.env.WebhookInstallOptions.LocalServingPort
+	if err := m.startManager(ours.With(managerArgs...), m.webhookPort); err != nil {
+		return err
+	}
+
+	m.progress("starting Cluster API's core controllers and the simulated infrastructure provider")
+	return m.startClusterAPI(ctx)
+}
+
+// labelForClusterctl labels every CRD as `clusterctl init` labels a
+// provider's: `clusterctl move` moves the kinds of the CRDs so labelled.
+func (m *Management) labelForClusterctl(ctx context.Context) error {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := m.Client.List(ctx, crds); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(crds.Items))
+	for _, crd := range crds.Items {
+		names = append(names, crd.Name)
+	}
+	return testenv.LabelCRDs(m.Config, names, map[string]string{"clusterctl.cluster.x-k8s.io": ""})
+}
+
+// startManager runs p's manager against the management cluster, its webhook
+// server on port, and waits until its webhooks answer.
+func (m *Management) startManager(p Provider, port int) error {
+	mgr, err := m.runManager(p, port)
+	if err != nil {
+		return err
+	}
+	m.manager, m.provider = mgr, p
+	return m.waitForAdmission()
+}
+
+// runManager starts p's manager as its Deployment runs it, its webhook server
+// on port.
+func (m *Management) runManager(p Provider, port int) (*testenv.Manager, error) {
+	o := testenv.ManagerOptions{
+		Binary: p.binary, Name: p.Name, Kubeconfig: p.kubeconfig, Dir: m.dir,
+		WebhookCertDir: m.env.WebhookInstallOptions.LocalServingCertDir, WebhookPort: port,
+		Args: p.Args,
+	}
+	if p.leaderElection {
+		o.Args = append(append([]string(nil), p.electionArgs...), p.Args...)
+		o.Wrap = p.electionWrap
+	}
+	return testenv.RunManager(o)
+}
+
+// startGarbageCollector runs kube-controller-manager's garbage collector and
+// namespace controllers against the management cluster, as a real one has:
+// data secrets go with their KubeadmConfigs through owner references.
+func (m *Management) startGarbageCollector() error {
+	kcm, err := testbin.Path(testbin.KubeControllerManager)
+	if err != nil {
+		return err
+	}
+	logFile, err := m.openLog("management-controller-manager.log")
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	m.gc = exec.Command(kcm, "--kubeconfig="+m.Kubeconfig, "--controllers=garbagecollector,namespace",
+		"--leader-elect=false", "--secure-port=0")
+	m.gc.Stdout, m.gc.Stderr = logFile, logFile
+	m.gc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return m.gc.Start()
+}
+
+// RestartManager restarts this provider's manager with other extra flags
+// (its components installed again if another provider's were).
+func (m *Management) RestartManager(args ...string) error {
+	ours, err := m.OurProvider()
+	if err != nil {
+		return err
+	}
+	return m.ReplaceProvider(ours.With(args...))
+}
+
+func (m *Management) stopManager() {
+	if m.manager != nil {
+		m.manager.Stop()
+		m.manager = nil
+	}
+}
+
+// Stop stops what the management cluster runs and its API server: the
+// workload clusters' hosts stay, as when a management cluster is lost.
+func (m *Management) Stop() {
+	if m.cancel != nil {
+		m.cancel()
+		<-m.capiStopped
+		m.cancel = nil
+	}
+	m.stopManager()
+	if m.gc != nil && m.gc.Process != nil {
+		_ = m.gc.Process.Kill()
+		_ = m.gc.Wait()
+		m.gc = nil
+	}
+	if m.env != nil && m.env.Environment != nil {
+		_ = m.env.Stop()
+		m.env = nil
+	}
+}
+
+const clusterAPILog = "cluster-api.log"
+
+// ManagerLog is the path of the running manager's log.
+func (m *Management) ManagerLog() string { return filepath.Join(m.dir, m.provider.Name+".log") }
+
+// ClusterAPILog is the path of Cluster API's controllers' log (JSON lines).
+func (m *Management) ClusterAPILog() string { return filepath.Join(m.dir, clusterAPILog) }
+
+// openLog opens a log in the state directory for appending.
+func (m *Management) openLog(name string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(m.dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+}
