@@ -259,7 +259,7 @@ func (w *workloadCluster) delete() {
 // dumpLogs prints where the logs are and the tail of each host's log.
 func (w *workloadCluster) dumpLogs() {
 	w.t.Helper()
-	w.t.Logf("logs: %s (manager.log, cluster-api.log, hosts/%s/*)", stateDir, w.Namespace)
+	w.t.Logf("logs: %s (the provider's manager and cluster-api.log), %s/hosts/%s/*", w.mgmt.Dir(), stateDir, w.Namespace)
 	for _, f := range []string{w.mgmt.ManagerLog()} {
 		if b, err := os.ReadFile(f); err == nil {
 			w.t.Logf("tail of %s:\n%s", f, tail(b, 40))

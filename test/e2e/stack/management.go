@@ -209,6 +209,9 @@ func (m *Management) Stop() {
 
 const clusterAPILog = "cluster-api.log"
 
+// Dir is the directory of its logs and kubeconfig.
+func (m *Management) Dir() string { return m.dir }
+
 // ManagerLog is the path of the running manager's log.
 func (m *Management) ManagerLog() string { return filepath.Join(m.dir, m.provider.Name+".log") }
 
