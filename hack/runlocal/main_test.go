@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +31,24 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// syncBuffer is a bytes.Buffer two goroutines can write.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func alive(pid int) bool {
@@ -54,6 +74,9 @@ func TestParentKilledStopsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What runlocal and the manager said, for a failure's message.
+	var output syncBuffer
+	parent.Stderr = &output
 	if err := parent.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +84,7 @@ func TestParentKilledStopsEverything(t *testing.T) {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			_, _ = output.Write(append(sc.Bytes(), '\n'))
 			if strings.Contains(sc.Text(), "local API server running") {
 				ready <- true
 			}
@@ -70,12 +94,12 @@ func TestParentKilledStopsEverything(t *testing.T) {
 	case <-ready:
 	case <-time.After(90 * time.Second):
 		_ = parent.Process.Kill()
-		t.Fatal("runlocal never started the API server")
+		t.Fatalf("runlocal never started the API server; its output:\n%s", output.String())
 	}
 	time.Sleep(3 * time.Second) // the manager is starting too
 	procs := descendants(parent.Process.Pid)
 	if len(procs) < 4 { // runlocal, kube-apiserver, etcd, manager
-		t.Fatalf("expected runlocal, etcd, kube-apiserver and the manager below the parent, found %v", procs)
+		t.Fatalf("expected runlocal, etcd, kube-apiserver and the manager below the parent, found %v; their output:\n%s", procs, output.String())
 	}
 	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,26 +85,26 @@ func (w *workloadCluster) backUpAndRestore(to *stack.Management) {
 
 // moved is what a move or restore must carry over: the Machines and
 // MachineSets (by name: new objects, none added or gone, which would be a
-// rollout) and every data secret's content.
+// rollout), every config's data secret, and each Machine's unchanged (a
+// pool's may rotate meanwhile).
 type moved struct {
-	machines, machineSets []string
-	data                  map[string][32]byte
+	machines, machineSets, data []string
+	machineData                 map[string][32]byte
 }
 
 func (w *workloadCluster) beforeMove() moved {
 	w.t.Helper()
-	mv := moved{data: map[string][32]byte{}}
 	k := w.keep()
-	for name := range k.machines {
-		mv.machines = append(mv.machines, name)
+	mv := moved{
+		machines: slices.Sorted(maps.Keys(k.machines)), machineSets: slices.Sorted(maps.Keys(k.machineSets)),
+		machineData: map[string][32]byte{},
 	}
-	for name := range k.machineSets {
-		mv.machineSets = append(mv.machineSets, name)
-	}
-	slices.Sort(mv.machines)
-	slices.Sort(mv.machineSets)
-	for name, s := range w.dataSecretObjects() {
-		mv.data[name] = sha256.Sum256(s.Data["value"])
+	secrets := w.dataSecretObjects()
+	mv.data = slices.Sorted(maps.Keys(secrets))
+	for name, s := range secrets {
+		if _, ok := k.machines[name]; ok {
+			mv.machineData[name] = sha256.Sum256(s.Data["value"])
+		}
 	}
 	return mv
 }
@@ -118,6 +119,14 @@ func (mv moved) expectMoved(w *workloadCluster) {
 	if !slices.Equal(now.machines, mv.machines) || !slices.Equal(now.machineSets, mv.machineSets) {
 		w.t.Errorf("Machines %v and MachineSets %v before, now %v and %v", mv.machines, mv.machineSets, now.machines, now.machineSets)
 	}
+	if !slices.Equal(now.data, mv.data) {
+		w.t.Errorf("data secrets %v before, now %v", mv.data, now.data)
+	}
+	for name, sum := range mv.machineData {
+		if now.machineData[name] != sum {
+			w.t.Errorf("Machine %s's data secret was rewritten", name)
+		}
+	}
 	var configs bootstrapv1.KubeadmConfigList
 	if err := w.c.List(context.Background(), &configs, client.InNamespace(w.Namespace)); err != nil {
 		w.t.Fatal(err)
@@ -126,23 +135,13 @@ func (mv moved) expectMoved(w *workloadCluster) {
 	for _, c := range configs.Items {
 		uids[c.Name] = string(c.UID)
 	}
-	secrets := w.dataSecretObjects()
-	for name, sum := range mv.data {
-		s, ok := secrets[name]
-		switch {
-		case !ok:
-			w.t.Errorf("data secret %s is gone", name)
-		case sha256.Sum256(s.Data["value"]) != sum:
-			w.t.Errorf("data secret %s was rewritten", name)
-		}
-	}
-	for name, s := range secrets {
+	for name, s := range w.dataSecretObjects() {
 		if ref := metav1.GetControllerOf(&s); ref == nil || string(ref.UID) != uids[name] {
 			w.t.Errorf("data secret %s: its controller is %v, not its KubeadmConfig (UID %s)", name, ref, uids[name])
 		}
 	}
-	w.t.Logf("%d Machines, %d MachineSets and %d data secrets as they were, each data secret owned by its config's new UID",
-		len(now.machines), len(now.machineSets), len(mv.data))
+	w.t.Logf("%d Machines, %d MachineSets and %d data secrets as they were (the Machines' unchanged), each owned by its config's new UID",
+		len(now.machines), len(now.machineSets), len(now.data))
 }
 
 // bootPoolInstance scales a pool up by one instance that boots for bootDelay
