@@ -60,8 +60,8 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, sc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if p, err := paused(ctx, r.Client, sc, clusterNameOf(sc)); p || err != nil {
-		return ctrl.Result{RequeueAfter: pausedRecheck}, err
+	if res, p, err := whilePaused(ctx, r.Client, sc, clusterNameOf(sc)); p || err != nil {
+		return res, err
 	}
 	key := endpointKey(sc.Namespace, clusterNameOf(sc))
 	if !sc.DeletionTimestamp.IsZero() {
@@ -113,6 +113,15 @@ func paused(ctx context.Context, c client.Client, o metav1.Object, clusterName s
 	return annotations.IsPaused(cluster, o), nil
 }
 
+// whilePaused ends a reconcile of a paused object (p): it is looked at again
+// after pausedRecheck.
+func whilePaused(ctx context.Context, c client.Client, o metav1.Object, clusterName string) (res ctrl.Result, p bool, err error) {
+	if p, err = paused(ctx, c, o, clusterName); p && err == nil {
+		res.RequeueAfter = pausedRecheck
+	}
+	return res, p, err
+}
+
 func removeFinalizer(ctx context.Context, c client.Client, o client.Object, f string) error {
 	if controllerutil.RemoveFinalizer(o, f) {
 		return client.IgnoreNotFound(c.Update(ctx, o))
@@ -157,8 +166,8 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, sm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if p, err := paused(ctx, r.Client, sm, sm.Labels[clusterv1.ClusterNameLabel]); p || err != nil {
-		return ctrl.Result{RequeueAfter: pausedRecheck}, err
+	if res, p, err := whilePaused(ctx, r.Client, sm, sm.Labels[clusterv1.ClusterNameLabel]); p || err != nil {
+		return res, err
 	}
 	if !sm.DeletionTimestamp.IsZero() {
 		if h := r.Lab.Host(hostKey(sm)); h != nil {

@@ -65,8 +65,8 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if p, err := paused(ctx, r.Client, pool, pool.Labels[clusterv1.ClusterNameLabel]); p || err != nil {
-		return ctrl.Result{RequeueAfter: pausedRecheck}, err
+	if res, p, err := whilePaused(ctx, r.Client, pool, pool.Labels[clusterv1.ClusterNameLabel]); p || err != nil {
+		return res, err
 	}
 	if !pool.DeletionTimestamp.IsZero() {
 		for _, in := range pool.Status.Instances {

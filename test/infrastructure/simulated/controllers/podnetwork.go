@@ -53,8 +53,8 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !sc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	if p, err := paused(ctx, r.Client, sc, clusterNameOf(sc)); p || err != nil {
-		return ctrl.Result{RequeueAfter: pausedRecheck}, err
+	if res, p, err := whilePaused(ctx, r.Client, sc, clusterNameOf(sc)); p || err != nil {
+		return res, err
 	}
 	workload, err := r.ClusterCache.GetUncachedClient(ctx, client.ObjectKey{Namespace: sc.Namespace, Name: clusterNameOf(sc)})
 	if err != nil {
