@@ -164,6 +164,8 @@ bench: bench-requests ## Benchmark the renderers side by side with upstream Clus
 SCALE_SIZES ?= 100,500,1000
 # Extra flags for both managers in the scale run (the same for both).
 SCALE_FLAGS ?=
+SCALE_SHAPES ?= 1x1000,100x10,1000x1,1000x3
+SCALE_IMPLS ?= ours,upstream
 
 .PHONY: bench-scale
 bench-scale: ## Scale run: this manager and upstream's side by side on one API server, N = SCALE_SIZES (not part of make test).
@@ -171,6 +173,20 @@ bench-scale: ## Scale run: this manager and upstream's side by side on one API s
 	mkdir -p $(BIN_DIR)
 	SCALE_SIZES=$(SCALE_SIZES) SCALE_FLAGS="$(SCALE_FLAGS)" go test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=90m -v ./test/scale | tee $(BIN_DIR)/bench-scale.txt
 	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench-scale.txt
+
+.PHONY: bench-scale-clusters
+bench-scale-clusters: ## Many-cluster scale run (Cluster API's in-memory workload API servers): SCALE_SHAPES=1x1000,100x10,1000x1,1000x3 (CLUSTERSxMACHINES), SCALE_IMPLS=ours,upstream (not part of make test).
+	hack/tools.sh envtest benchstat
+	mkdir -p $(BIN_DIR)
+	SCALE_SHAPES=$(SCALE_SHAPES) SCALE_IMPLS=$(SCALE_IMPLS) SCALE_FLAGS="$(SCALE_FLAGS)" go test -run='^$$' -bench='^BenchmarkScaleClusters$$' -benchtime=1x -timeout=180m -v ./test/scale | tee $(BIN_DIR)/bench-scale-clusters.txt
+	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench-scale-clusters.txt
+
+.PHONY: bench-scale-arrival
+bench-scale-arrival: ## Steady arrival: SCALE_ARRIVAL_RATE machines a second (10) for SCALE_ARRIVAL_DURATION (5m) across SCALE_ARRIVAL_CLUSTERS (1000), latency per machine, SCALE_IMPLS (not part of make test).
+	hack/tools.sh envtest benchstat
+	mkdir -p $(BIN_DIR)
+	SCALE_IMPLS=$(SCALE_IMPLS) SCALE_FLAGS="$(SCALE_FLAGS)" go test -run='^$$' -bench='^BenchmarkScaleArrival$$' -benchtime=1x -timeout=120m -v ./test/scale | tee $(BIN_DIR)/bench-scale-arrival.txt
+	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench-scale-arrival.txt
 
 ##@ Run
 

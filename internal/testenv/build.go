@@ -43,11 +43,14 @@ func FreeTCPPort() (int, error) {
 
 // InParallel runs do(i) for every i in [0, n), eight at a time (as Cluster
 // API's controllers create many objects at once), and returns the errors.
-func InParallel(n int, do func(int) error) error {
+func InParallel(n int, do func(int) error) error { return InParallelN(n, 8, do) }
+
+// InParallelN is InParallel, width at a time.
+func InParallelN(n, width int, do func(int) error) error {
 	work := make(chan int)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	for range 8 {
+	for range max(width, 1) {
 		wg.Go(func() {
 			for i := range work {
 				if err := do(i); err != nil {

@@ -74,7 +74,22 @@ func runMain(m *testing.M) int {
 		return fail(err)
 	}
 	defer func() { _ = workload.Stop() }()
+	defer func() {
+		if workloads != nil {
+			workloads.shutdown()
+		}
+	}()
 	return m.Run()
+}
+
+// serveWebhooks serves this provider's admission for every object of a
+// benchmark, whichever manager is measured.
+func serveWebhooks(b *testing.B) {
+	gates := feature.NewFeatureGates()
+	if err := gates.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): true}); err != nil {
+		b.Fatal(err)
+	}
+	mgmt.ServeWebhooks(b, gates)
 }
 
 // result is one implementation's run at one size.
@@ -114,12 +129,7 @@ func sizes(b *testing.B) []int {
 // namespace, watched only by its manager (--namespace), which reaches the
 // management and workload API servers through counting proxies.
 func BenchmarkScale(b *testing.B) {
-	gates := feature.NewFeatureGates()
-	if err := gates.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): true}); err != nil {
-		b.Fatal(err)
-	}
-	// Admission for every object of the run, whichever manager is measured.
-	mgmt.ServeWebhooks(b, gates)
+	serveWebhooks(b)
 
 	results := map[string][]result{}
 	for _, n := range sizes(b) {
@@ -317,8 +327,14 @@ func createMachine(ctx context.Context, ns string, i int) error {
 }
 
 // startManager runs one implementation's binary watching namespace ns.
-func startManager(b *testing.B, impl, ns string, kubeconfig []byte) *manager {
-	args := []string{"--namespace=" + ns, "--feature-gates=KubeadmBootstrapFormatIgnition=true"}
+func startManager(b *testing.B, impl, ns string, kubeconfig []byte, extra ...string) *manager {
+	args := append([]string{"--namespace=" + ns, "--feature-gates=KubeadmBootstrapFormatIgnition=true"}, extra...)
+	var profiler string
+	for _, a := range extra {
+		if v, ok := strings.CutPrefix(a, "--profiler-address="); ok {
+			profiler = v
+		}
+	}
 	if impl == "upstream" {
 		args = append(args, "--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields")
 	}
@@ -326,14 +342,17 @@ func startManager(b *testing.B, impl, ns string, kubeconfig []byte) *manager {
 	// (--clustercache-client-qps, 20 by default in both) that otherwise caps
 	// both at 20 token creates a second.
 	args = append(args, strings.Fields(os.Getenv("SCALE_FLAGS"))...)
-	return &manager{testenv.StartManager(b, testenv.ManagerOptions{
+	return &manager{Manager: testenv.StartManager(b, testenv.ManagerOptions{
 		Binary: filepath.Join(binDir, impl), Name: impl, Kubeconfig: kubeconfig,
 		WebhookCertDir: mgmt.Environment.WebhookInstallOptions.LocalServingCertDir, Args: args,
-	})}
+	}), profiler: profiler}
 }
 
 // manager is a manager binary running for one measurement.
-type manager struct{ *testenv.Manager }
+type manager struct {
+	*testenv.Manager
+	profiler string // pprof's address, when it serves it
+}
 
 func (m *manager) stop(*testing.B) { m.Stop() }
 

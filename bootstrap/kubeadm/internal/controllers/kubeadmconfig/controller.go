@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -111,7 +112,8 @@ type Reconciler struct {
 	// Clock is the controller's time; the real one when nil.
 	Clock clock.PassiveClock
 
-	checks tokenChecks
+	checks       tokenChecks
+	lockReleases lockReleases
 }
 
 func (r *Reconciler) clock() clock.PassiveClock {
@@ -138,8 +140,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	b := capicontrollerutil.NewControllerManagedBy(mgr, log).
 		Named("kubeadmconfig").
 		WithOptions(options).
-		For(&bootstrapv1.KubeadmConfig{}, builder.WithPredicates(configChanged)).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToConfig), machineChanged).
+		For(&bootstrapv1.KubeadmConfig{}, builder.WithPredicates(configChanged, predicate.NewPredicateFuncs(hasBootstrapOwner))).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineToOwnedConfig), machineChanged).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToConfigs), clusterChanged).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
 		WatchesRawSource(r.ClusterCache.GetClusterSource("kubeadmconfig", r.clusterToConfigs))

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,8 +74,9 @@ func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, error) 
 	// Initialization is over: the lock has done its job. The cache says
 	// whether there is one at all (no request per joining machine); the
 	// release itself reads it live.
-	if r.initLockCached(ctx, s.cluster) {
-		r.InitLock.Release(ctx, s.cluster, nil)
+	if lock := r.initLockCached(ctx, s.cluster); lock != "" && r.lockReleases.begin(s.cluster.UID) {
+		released := r.InitLock.Release(ctx, s.cluster, nil)
+		r.lockReleases.end(s.cluster.UID, lock, released)
 	}
 	if s.owner.isControlPlane() {
 		return plan.ActionJoinControlPlane, nil
@@ -278,9 +281,63 @@ func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string,
 	return version, nil
 }
 
-// initLockCached reports whether the cache holds the cluster's init lock, or
-// cannot tell.
-func (r *Reconciler) initLockCached(ctx context.Context, cluster *clusterv1.Cluster) bool {
-	err := r.CachingClient.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: initlock.Name(cluster.Name)}, &corev1.ConfigMap{})
-	return !apierrors.IsNotFound(err)
+// initLockCached returns the UID of the cluster's init lock in the cache
+// ("?" when the cache cannot tell), or "" when there is none or it is one
+// this process released already (the cache lags behind that delete).
+func (r *Reconciler) initLockCached(ctx context.Context, cluster *clusterv1.Cluster) types.UID {
+	cm := &corev1.ConfigMap{}
+	err := r.CachingClient.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: initlock.Name(cluster.Name)}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ""
+	case err != nil:
+		return "?"
+	case r.lockReleases.released(cluster.UID, cm.UID):
+		return ""
+	}
+	return cm.UID
+}
+
+// lockReleases lets one reconcile at a time release a cluster's init lock
+// once its control plane is initialized, and remembers the locks released:
+// every joining machine of a cluster finds the lock in the cache at first,
+// and without this each would read it live and try to delete it (a burst of
+// N joins made N reads and N deletes per cluster).
+type lockReleases struct {
+	mu       sync.Mutex
+	inFlight map[types.UID]bool      // cluster UID
+	done     map[types.UID]types.UID // cluster UID -> UID of the lock released
+}
+
+// begin reports whether the caller releases the cluster's lock (then it
+// calls end); false when another reconcile is doing it.
+func (l *lockReleases) begin(cluster types.UID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inFlight[cluster] {
+		return false
+	}
+	if l.inFlight == nil {
+		l.inFlight = map[types.UID]bool{}
+	}
+	l.inFlight[cluster] = true
+	return true
+}
+
+func (l *lockReleases) end(cluster, lock types.UID, released bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.inFlight, cluster)
+	if released && lock != "?" {
+		if l.done == nil {
+			l.done = map[types.UID]types.UID{}
+		}
+		l.done[cluster] = lock
+	}
+}
+
+func (l *lockReleases) released(cluster, lock types.UID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done[cluster] == lock
 }

@@ -90,6 +90,38 @@ func machineToConfig(_ context.Context, o client.Object) []ctrl.Request {
 	return configRequest(m.Namespace, m.Spec.Bootstrap.ConfigRef)
 }
 
+// hasBootstrapOwner reports whether a config has the Machine or MachinePool
+// owner its reconcile starts from. Until then there is nothing to do: a
+// MachineSet creates a config owned by itself and the Machine controller
+// hands it to its Machine afterwards (an update this controller sees). A
+// reconcile spent on such a config is not free: Cluster API's reconciler
+// rate limit (ReconcilerRateLimiting, on by default) lets each config be
+// reconciled at most once a second, so the reconcile that finds the owner
+// would wait out the rest of that second.
+func hasBootstrapOwner(o client.Object) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if groupOf(ref.APIVersion) == clusterv1.GroupVersion.Group && (ref.Kind == "Machine" || ref.Kind == "MachinePool") {
+			return true
+		}
+	}
+	return false
+}
+
+// machineToOwnedConfig maps a Machine to its config when the cache holds the
+// config with its owner; otherwise the config's own event comes later, and a
+// reconcile now would only delay that one (see hasBootstrapOwner).
+func (r *Reconciler) machineToOwnedConfig(ctx context.Context, o client.Object) []ctrl.Request {
+	var out []ctrl.Request
+	for _, req := range machineToConfig(ctx, o) {
+		cfg := &bootstrapv1.KubeadmConfig{}
+		if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil || !hasBootstrapOwner(cfg) {
+			continue
+		}
+		out = append(out, req)
+	}
+	return out
+}
+
 func machinePoolToConfig(_ context.Context, o client.Object) []ctrl.Request {
 	p := o.(*clusterv1.MachinePool)
 	return configRequest(p.Namespace, p.Spec.Template.Spec.Bootstrap.ConfigRef)

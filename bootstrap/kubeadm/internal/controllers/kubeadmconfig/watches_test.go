@@ -1,9 +1,16 @@
 package kubeadmconfig
 
 import (
+	"context"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
@@ -22,5 +29,53 @@ func TestResyncRevisitsConfigs(t *testing.T) {
 	statusWrite.ResourceVersion = "11"
 	if configChanged.Update(event.UpdateEvent{ObjectOld: cfg, ObjectNew: statusWrite}) {
 		t.Error("a status-only write woke the config")
+	}
+}
+
+// TestConfigWaitsForItsMachineOwner: a config Cluster API has not yet handed
+// to its Machine (a MachineSet's, or nobody's) is not reconciled, neither on
+// its own events nor on its Machine's; once the Machine owns it, both wake
+// it. A reconcile spent before would hold back the one that matters by the
+// reconciler rate limit's second.
+func TestConfigWaitsForItsMachineOwner(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := bootstrapv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &bootstrapv1.KubeadmConfig{ObjectMeta: metav1.ObjectMeta{Name: "m-0", Namespace: "ns",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineSet", Name: "ms", UID: "ms-uid"}}}}
+	machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m-0", Namespace: "ns"}}
+	machine.Spec.Bootstrap.ConfigRef = clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: "m-0"}
+	ctx := context.Background()
+
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	r := &Reconciler{Client: c}
+	if reqs := r.machineToOwnedConfig(ctx, machine); len(reqs) != 0 {
+		t.Errorf("a Machine whose config is not in the cache woke it: %v", reqs)
+	}
+	if err := c.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if hasBootstrapOwner(cfg) {
+		t.Error("a config owned by its MachineSet passes the filter")
+	}
+	if reqs := r.machineToOwnedConfig(ctx, machine); len(reqs) != 0 {
+		t.Errorf("a Machine woke a config it does not own yet: %v", reqs)
+	}
+
+	cfg.OwnerReferences = append(cfg.OwnerReferences, metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m-0", UID: "m-uid", Controller: ptr.To(true)})
+	if err := c.Update(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !hasBootstrapOwner(cfg) {
+		t.Error("a config owned by its Machine is filtered out")
+	}
+	if reqs := r.machineToOwnedConfig(ctx, machine); len(reqs) != 1 || reqs[0].Name != "m-0" {
+		t.Errorf("the Machine must wake the config it owns: %v", reqs)
+	}
+	pooled := &bootstrapv1.KubeadmConfig{ObjectMeta: metav1.ObjectMeta{
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: "p", UID: "p-uid"}}}}
+	if !hasBootstrapOwner(pooled) {
+		t.Error("a MachinePool's config is filtered out")
 	}
 }
