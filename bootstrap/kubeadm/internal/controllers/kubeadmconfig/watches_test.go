@@ -2,6 +2,7 @@ package kubeadmconfig
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 )
 
 // TestResyncRevisitsConfigs: the informer's periodic resync (--sync-period)
@@ -77,5 +79,36 @@ func TestConfigWaitsForItsMachineOwner(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: "p", UID: "p-uid"}}}}
 	if !hasBootstrapOwner(pooled) {
 		t.Error("a MachinePool's config is filtered out")
+	}
+}
+
+// TestClusterEventsServeControlPlaneFirst: a Cluster's change wakes its
+// control-plane Machines' configs before its workers', whatever order the
+// cache lists them in.
+func TestClusterEventsServeControlPlaneFirst(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clusterv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	ctx := context.Background()
+	for i, name := range []string{"a-worker", "b-control-plane", "c-worker", "d-control-plane"} {
+		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{clusterv1.ClusterNameLabel: "c"}}}
+		if i%2 == 1 {
+			m.Labels[clusterv1.MachineControlPlaneLabel] = ""
+		}
+		m.Spec.Bootstrap.ConfigRef = clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name}
+		if err := c.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Reconciler{Client: c, Gates: feature.NewFeatureGates()}
+	reqs := r.clusterToConfigs(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}})
+	var names []string
+	for _, req := range reqs {
+		names = append(names, req.Name)
+	}
+	if len(names) != 4 || !strings.HasSuffix(names[0], "control-plane") || !strings.HasSuffix(names[1], "control-plane") {
+		t.Fatalf("control-plane configs must come first: %v", names)
 	}
 }
