@@ -64,10 +64,7 @@ func runArrival(b *testing.B, impl string, clusters, rate int, duration time.Dur
 		}
 		time.Sleep(time.Second)
 	}
-	workloadBefore, err := requests()
-	must(b, err)
-	mgmtBefore := f.mgmtCounter.Snapshot()
-	cpuBefore := f.mgr.metric(b, "process_cpu_seconds_total")
+	before := f.baseline(b)
 
 	n := int(duration.Seconds()) * rate
 	b.Logf("%s: %d machines arriving at %d/s across %d clusters", impl, n, rate, clusters)
@@ -102,20 +99,7 @@ func runArrival(b *testing.B, impl string, clusters, rate int, duration time.Dur
 	last := f.watch.wait(b, names, 10*time.Minute, f.mgr.logTail)
 	b.StopTimer()
 	time.Sleep(2 * time.Second)
-	r := clustersResult{impl: impl, shape: shape{clusters, n / clusters}, wall: last.Sub(start), lat: f.watch.latencies(names),
-		counts: f.mgmtCounter.Snapshot().Since(mgmtBefore), qps: managementQPS()}
-	r.n = n
-	r.cpu = f.mgr.metric(b, "process_cpu_seconds_total") - cpuBefore
-	workloadAfter, err := requests()
-	must(b, err)
-	r.workloadReqs = map[string]float64{}
-	for k, v := range workloadAfter {
-		r.workloadReqs[k] = v - workloadBefore[k]
-	}
-	r.tokens, err = workloads.tokens(ctx, f.names)
-	must(b, err)
-	r.heapMB, r.rssMB, r.routines = f.mgr.liveHeap(b)
-	r.conns, err = connectionsToWorkloads()
-	must(b, err)
+	r := clustersResult{impl: impl, shape: shape{clusters, n / clusters}, n: n, wall: last.Sub(start), lat: f.watch.latencies(names)}
+	f.collect(b, ctx, before, &r)
 	return r
 }

@@ -280,6 +280,38 @@ func (f *fleet) addMachine(ctx context.Context, clusterName string, i int, init 
 	return name, mgmt.Client.Patch(ctx, cfg, client.MergeFrom(before))
 }
 
+// baseline is what a run's figures are counted from.
+type baseline struct {
+	mgmt     testenv.Counts
+	workload map[string]float64
+	cpu      float64
+}
+
+func (f *fleet) baseline(b *testing.B) baseline {
+	workload, err := requests()
+	must(b, err)
+	return baseline{mgmt: f.mgmtCounter.Snapshot(), workload: workload, cpu: f.mgr.metric(b, "process_cpu_seconds_total")}
+}
+
+// collect fills in what the run cost since base, and the manager's memory,
+// goroutines and workload connections now.
+func (f *fleet) collect(b *testing.B, ctx context.Context, base baseline, r *clustersResult) {
+	r.counts = f.mgmtCounter.Snapshot().Since(base.mgmt)
+	r.qps = managementQPS()
+	r.cpu = f.mgr.metric(b, "process_cpu_seconds_total") - base.cpu
+	after, err := requests()
+	must(b, err)
+	r.workloadReqs = map[string]float64{}
+	for k, v := range after {
+		r.workloadReqs[k] = v - base.workload[k]
+	}
+	r.tokens, err = workloads.tokens(ctx, f.names)
+	must(b, err)
+	r.heapMB, r.rssMB, r.routines = f.mgr.liveHeap(b)
+	r.conns, err = connectionsToWorkloads()
+	must(b, err)
+}
+
 // markInitialized marks a Cluster's control plane initialized, as a
 // control-plane provider does once the first node is up.
 func (f *fleet) markInitialized(ctx context.Context, name string) error {
@@ -476,7 +508,9 @@ func (r clustersResult) report(b *testing.B) {
 	n := float64(r.configs())
 	total, writes := r.counts.Total()
 	b.ReportMetric(r.wall.Seconds(), "s-all-ready")
-	b.ReportMetric(r.floor.Seconds(), "s-floor")
+	if r.floor > 0 {
+		b.ReportMetric(r.floor.Seconds(), "s-floor")
+	}
 	b.ReportMetric(float64(total)/n, "requests/config")
 	b.ReportMetric(float64(writes)/n, "writes/config")
 	b.ReportMetric(r.workloadReqs["post secrets"]/n, "token-creates/config")
@@ -506,7 +540,7 @@ func (r clustersResult) report(b *testing.B) {
 		}
 	}
 	sort.Strings(wrows)
-	b.Logf("%s, %s: all %d configs have data after %s (floor %s: %.0f writes at %.0f/s); latency p50 %s p99 %s max %s; heap %.1f MB, %0.f goroutines, %d workload connections\nmanagement API requests per config:\n%s\nworkload API requests per config:\n%s",
+	b.Logf("%s, %s: all %d configs have data after %s (floor %s; %.0f writes, the client limit %.0f/s); latency p50 %s p99 %s max %s; heap %.1f MB, %0.f goroutines, %d workload connections\nmanagement API requests per config:\n%s\nworkload API requests per config:\n%s",
 		r.impl, r.shape, r.configs(), r.wall.Round(time.Millisecond), r.floor.Round(time.Millisecond), float64(writes), r.qps,
 		percentile(r.lat, 0.5).Round(time.Millisecond), percentile(r.lat, 0.99).Round(time.Millisecond), percentile(r.lat, 1).Round(time.Millisecond),
 		r.heapMB, r.routines, r.conns, strings.Join(rows, "\n"), strings.Join(wrows, "\n"))
@@ -562,10 +596,7 @@ func runClusters(b *testing.B, impl string, s shape) clustersResult {
 	f.start(b, ctx)
 	defer f.mgr.stop(b)
 	f.settle(b)
-	workloadBefore, err := requests()
-	must(b, err)
-	mgmtBefore := f.mgmtCounter.Snapshot()
-	cpuBefore := f.mgr.metric(b, "process_cpu_seconds_total")
+	before := f.baseline(b)
 
 	// When a Cluster's initializing config has its data, its control plane
 	// comes up (instantly) and its workers are ready.
@@ -608,20 +639,8 @@ func runClusters(b *testing.B, impl string, s shape) clustersResult {
 	wg.Wait()
 	// The last writes' watch events land within moments.
 	time.Sleep(2 * time.Second)
-	r := clustersResult{impl: impl, shape: s, wall: wall, lat: f.watch.latencies(all), counts: f.mgmtCounter.Snapshot().Since(mgmtBefore), qps: managementQPS()}
-	r.cpu = f.mgr.metric(b, "process_cpu_seconds_total") - cpuBefore
-	workloadAfter, err := requests()
-	must(b, err)
-	r.workloadReqs = map[string]float64{}
-	for k, v := range workloadAfter {
-		r.workloadReqs[k] = v - workloadBefore[k]
-	}
-	r.tokens, err = workloads.tokens(ctx, f.names)
-	must(b, err)
-	r.floor = floorFor(s, 2)
-	r.heapMB, r.rssMB, r.routines = f.mgr.liveHeap(b)
-	r.conns, err = connectionsToWorkloads()
-	must(b, err)
+	r := clustersResult{impl: impl, shape: s, wall: wall, lat: f.watch.latencies(all), floor: floorFor(s, 2)}
+	f.collect(b, ctx, before, &r)
 
 	// One more Cluster among the C served ones: how long its first machines
 	// wait for their data.

@@ -35,7 +35,9 @@ import (
 // as its ScaleSpec runs it: one mux, one listener (port) per workload
 // cluster, each cluster's objects in a resource group of its own. The
 // listener ports are taken from [workloadMinPort, workloadMaxPort), from
-// SCALE_WORKLOAD_PORT (20000) on.
+// SCALE_WORKLOAD_PORT (20000) on: below Linux's ephemeral ports (32768 and
+// up), so that no client's own port is taken for a listener's, and counted
+// as one.
 const workloadHost = "127.0.0.1"
 
 var workloadMinPort, workloadMaxPort = workloadPorts()
