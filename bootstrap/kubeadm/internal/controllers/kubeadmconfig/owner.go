@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -95,11 +96,17 @@ func (e *ownerNotFoundError) Error() string {
 // errPoolsDisabled is a config owned by a MachinePool while the gate is off.
 var errPoolsDisabled = fmt.Errorf("owned by a MachinePool, but the %s feature gate is disabled", feature.MachinePool)
 
+// isBootstrapOwner reports whether ref names a Machine or a MachinePool, the
+// owners a config's reconcile starts from.
+func isBootstrapOwner(ref metav1.OwnerReference) bool {
+	return groupOf(ref.APIVersion) == clusterv1.GroupVersion.Group && (ref.Kind == "Machine" || ref.Kind == "MachinePool")
+}
+
 // getOwner finds the Machine or MachinePool among cfg's owner references;
 // nil, nil means none is set yet.
 func (r *Reconciler) getOwner(ctx context.Context, cfg *bootstrapv1.KubeadmConfig) (*owner, error) {
 	for _, ref := range cfg.GetOwnerReferences() {
-		if groupOf(ref.APIVersion) != clusterv1.GroupVersion.Group {
+		if !isBootstrapOwner(ref) {
 			continue
 		}
 		key := client.ObjectKey{Namespace: cfg.Namespace, Name: ref.Name}
@@ -112,8 +119,6 @@ func (r *Reconciler) getOwner(ctx context.Context, cfg *bootstrapv1.KubeadmConfi
 				return nil, errPoolsDisabled
 			}
 			o.pool = &clusterv1.MachinePool{}
-		default:
-			continue
 		}
 		if err := r.Client.Get(ctx, key, o.object()); err != nil {
 			if apierrors.IsNotFound(err) {

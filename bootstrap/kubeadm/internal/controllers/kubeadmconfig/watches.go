@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"reflect"
+	"slices"
 
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -99,12 +100,7 @@ func machineToConfig(_ context.Context, o client.Object) []ctrl.Request {
 // reconciled at most once a second, so the reconcile that finds the owner
 // would wait out the rest of that second.
 func hasBootstrapOwner(o client.Object) bool {
-	for _, ref := range o.GetOwnerReferences() {
-		if groupOf(ref.APIVersion) == clusterv1.GroupVersion.Group && (ref.Kind == "Machine" || ref.Kind == "MachinePool") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(o.GetOwnerReferences(), isBootstrapOwner)
 }
 
 // machineToOwnedConfig maps a Machine to its config when the cache holds the
