@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -25,23 +26,50 @@ import (
 )
 
 // Decode returns a file's content as the machine writes it, decoded from
-// its encoding; the error says what does not decode, never the content.
+// its encoding, or an error when it does not decode or decodes to more than
+// MaxContent bytes; the error says what is wrong, never the content.
 func Decode(encoding upstreambootstrapv1.Encoding, content string) ([]byte, error) {
+	var out bytes.Buffer
+	if _, err := decode(encoding, content, MaxContent, &out); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// errTooLarge is decoded content over the limit it was decoded with.
+var errTooLarge = errors.New("decodes to too much")
+
+// decode writes content, decoded, to w and returns how many bytes that was.
+// It stops at limit bytes (errTooLarge): compressed content is streamed, never
+// inflated in full first, so a small gzip value that inflates to gigabytes
+// costs no more than limit.
+func decode(encoding upstreambootstrapv1.Encoding, content string, limit int, w io.Writer) (int, error) {
 	switch encoding {
 	case "":
-		return []byte(content), nil
+		if len(content) > limit {
+			return 0, errTooLarge
+		}
+		n, err := io.WriteString(w, content)
+		return n, err
 	case upstreambootstrapv1.Base64:
-		return unbase64(content)
+		b, err := unbase64(content)
+		if err != nil {
+			return 0, err
+		}
+		if len(b) > limit {
+			return 0, errTooLarge
+		}
+		return w.Write(b)
 	case upstreambootstrapv1.Gzip:
-		return gunzip([]byte(content))
+		return gunzip(strings.NewReader(content), limit, w)
 	case upstreambootstrapv1.GzipBase64:
 		b, err := unbase64(content)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		return gunzip(b)
+		return gunzip(bytes.NewReader(b), limit, w)
 	}
-	return nil, fmt.Errorf("unknown encoding %q", encoding)
+	return 0, fmt.Errorf("unknown encoding %q", encoding)
 }
 
 func unbase64(content string) ([]byte, error) {
@@ -60,16 +88,20 @@ func unbase64(content string) ([]byte, error) {
 	return b, nil
 }
 
-func gunzip(b []byte) ([]byte, error) {
-	r, err := gzip.NewReader(bytes.NewReader(b))
+// gunzip streams what compressed decompresses to into w, at most limit bytes.
+func gunzip(compressed io.Reader, limit int, w io.Writer) (int, error) {
+	r, err := gzip.NewReader(compressed)
 	if err != nil {
-		return nil, fmt.Errorf("is not valid gzip (%v)", err)
+		return 0, fmt.Errorf("is not valid gzip (%v)", err)
 	}
-	out, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("is not valid gzip (%v)", err)
+	n, err := io.Copy(w, io.LimitReader(r, int64(limit)+1))
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("is not valid gzip (%v)", err)
+	case n > int64(limit):
+		return 0, errTooLarge
 	}
-	return out, nil
+	return int(n), nil
 }
 
 // Mode parses a file's permissions as the machine does: an octal mode of at
@@ -84,15 +116,22 @@ func Mode(permissions string) (uint32, error) {
 }
 
 // Files checks spec.files at base: inline content that must decode under its
-// encoding (content from a Secret is checked when it is rendered), and
-// permissions that are a mode.
+// encoding, all of it within MaxContent (content from a Secret or a template
+// is checked when it is rendered), and permissions that are a mode.
 func Files(files []upstreambootstrapv1.File, base *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	var budget Budget
 	for i, f := range files {
 		p := base.Index(i)
-		if f.Encoding != "" && !f.ContentFrom.IsDefined() && f.ContentFormat != upstreambootstrapv1.FileContentFormatTemplate {
-			if _, err := Decode(f.Encoding, f.Content); err != nil {
-				errs = append(errs, field.Invalid(p.Child("content"), "<content>", fmt.Sprintf("with encoding %s, the content %v: the machine cannot write this file", f.Encoding, err)))
+		inline := !f.ContentFrom.IsDefined() && f.ContentFormat != upstreambootstrapv1.FileContentFormatTemplate
+		if inline && !budget.Over() {
+			err := budget.Spend(p.Child("content"), len(f.Content))
+			if err == nil {
+				err = budget.Decodes(p.Child("content"), f.Encoding, f.Content)
+			}
+			var ce *ContentError
+			if errors.As(err, &ce) {
+				errs = append(errs, ce.FieldError())
 			}
 		}
 		if f.Permissions != "" {
