@@ -121,14 +121,10 @@ func Build(p *plan.Plan) (*Config, error) {
 	c := &Config{BootCmd: p.BootCommands}
 
 	configPath := p.DefaultConfigPath()
+	// Every file decodes (the plan checked): cloud-init would stop
+	// write_files at the first that does not, the kubeadm configuration
+	// among those it never writes.
 	for _, f := range p.Files {
-		// cloud-init stops write_files at the first file that does not
-		// decode, the kubeadm configuration among those it never writes.
-		if f.Encoding != "" {
-			if _, err := f.Bytes(); err != nil {
-				return nil, err
-			}
-		}
 		c.WriteFiles = append(c.WriteFiles, WriteFile{
 			Path: f.Path, Encoding: string(f.Encoding), Owner: f.Owner, Permissions: f.Permissions,
 			Append: f.Append, Content: f.Content,

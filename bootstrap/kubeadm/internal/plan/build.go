@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 )
 
 // Cluster is what the Cluster and the owning Machine contribute.
@@ -145,12 +146,15 @@ func Build(in Input) (*Plan, error) {
 		return nil, err
 	}
 
-	userFiles, err := resolveFiles(spec.Files, in)
+	// What the spec brings into the data is bounded for the whole spec,
+	// not per file: see machinechecks.MaxContent and the template bounds.
+	var budget machinechecks.Budget
+	userFiles, err := resolveFiles(spec.Files, in, &budget)
 	if err != nil {
 		return nil, err
 	}
 	p.Files = append(p.Files, userFiles...)
-	if p.Users, err = resolveUsers(spec.Users, in.ReadSecret); err != nil {
+	if p.Users, err = resolveUsers(spec.Users, in.ReadSecret, &budget); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -361,7 +365,7 @@ func discoveryKubeconfig(d upstreambootstrapv1.FileDiscovery) (File, error) {
 	}, nil
 }
 
-func resolveFiles(files []upstreambootstrapv1.File, in Input) ([]File, error) {
+func resolveFiles(files []upstreambootstrapv1.File, in Input, budget *machinechecks.Budget) ([]File, error) {
 	out := make([]File, 0, len(files))
 	tmplData := map[string]any{}
 	if v := in.Cluster.ControlPlaneVersion; v != "" {
@@ -371,26 +375,26 @@ func resolveFiles(files []upstreambootstrapv1.File, in Input) ([]File, error) {
 		}
 		tmplData["controlPlane"] = map[string]any{"version": "v" + parsed.String()}
 	}
+	templates := &templateBudget{}
 	for i, f := range files {
 		path := specPath.Child("files").Index(i)
-		content := f.Content
-		if f.ContentFrom.IsDefined() {
-			ref := f.ContentFrom.Secret
-			if in.ReadSecret == nil {
-				return nil, field.Invalid(path.Child("contentFrom", "secret"), ref.Name+"/"+ref.Key, "cannot resolve contentFrom: no secret source available")
-			}
-			data, err := in.ReadSecret(SecretRef{Name: ref.Name, Key: ref.Key})
-			if err != nil {
-				return nil, field.Invalid(path.Child("contentFrom", "secret"), ref.Name+"/"+ref.Key, fmt.Sprintf("cannot read the referenced secret key: %v", err))
-			}
-			content = string(data)
+		content, err := fileContent(f, path, in.ReadSecret)
+		if err != nil {
+			return nil, err
 		}
 		if f.ContentFormat == upstreambootstrapv1.FileContentFormatTemplate {
-			rendered, err := renderTemplate(f.Path, content, tmplData)
+			rendered, err := renderTemplate(f.Path, content, tmplData, templates)
 			if err != nil {
 				return nil, &TemplateError{Field: path.String(), Path: f.Path, Problem: err.Error()}
 			}
 			content = rendered
+		}
+		if err := budget.Spend(path, len(content)); err != nil {
+			return nil, err
+		}
+		// Decoded as the machine will, within what is left of the budget.
+		if err := budget.Decodes(path, f.Encoding, content); err != nil {
+			return nil, err
 		}
 		out = append(out, File{
 			Kind: FileUser, Path: f.Path, Owner: f.Owner, Permissions: f.Permissions, Encoding: f.Encoding,
@@ -400,7 +404,24 @@ func resolveFiles(files []upstreambootstrapv1.File, in Input) ([]File, error) {
 	return out, nil
 }
 
-func resolveUsers(users []upstreambootstrapv1.User, read func(SecretRef) ([]byte, error)) ([]User, error) {
+// fileContent is a file's content as given: inline, or read from its Secret.
+func fileContent(f upstreambootstrapv1.File, path *field.Path, read func(SecretRef) ([]byte, error)) (string, error) {
+	if !f.ContentFrom.IsDefined() {
+		return f.Content, nil
+	}
+	ref := f.ContentFrom.Secret
+	at := path.Child("contentFrom", "secret")
+	if read == nil {
+		return "", field.Invalid(at, ref.Name+"/"+ref.Key, "cannot resolve contentFrom: no secret source available")
+	}
+	data, err := read(SecretRef{Name: ref.Name, Key: ref.Key})
+	if err != nil {
+		return "", field.Invalid(at, ref.Name+"/"+ref.Key, fmt.Sprintf("cannot read the referenced secret key: %v", err))
+	}
+	return string(data), nil
+}
+
+func resolveUsers(users []upstreambootstrapv1.User, read func(SecretRef) ([]byte, error), budget *machinechecks.Budget) ([]User, error) {
 	out := make([]User, 0, len(users))
 	for i, u := range users {
 		if u.PasswdFrom.IsDefined() {
@@ -412,6 +433,9 @@ func resolveUsers(users []upstreambootstrapv1.User, read func(SecretRef) ([]byte
 			data, err := read(SecretRef{Name: ref.Name, Key: ref.Key})
 			if err != nil {
 				return nil, field.Invalid(path, ref.Name+"/"+ref.Key, fmt.Sprintf("cannot read the referenced secret key: %v", err))
+			}
+			if err := budget.Spend(path, len(data)); err != nil {
+				return nil, err
 			}
 			u.Passwd = string(data)
 			u.PasswdFrom = upstreambootstrapv1.PasswdSource{}

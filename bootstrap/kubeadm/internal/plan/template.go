@@ -13,12 +13,14 @@ import (
 )
 
 // spec.files templates (contentFormat: Template) are user input executed inside
-// the controller, so their cost is bounded before it is paid: the template's
-// text, the output, the size of every value a builtin builds (checked before
-// building it) and of all of them together, the number of actions executed
-// (every action, range iteration and template call is a step), and time
-// (checked at every step and in every builtin). A template over any bound
-// fails its KubeadmConfig; it never stalls a worker or exhausts its memory.
+// the controller, so their cost is bounded before it is paid, for all the
+// templates of one KubeadmConfig together: the template's text, the output,
+// the size of every value a builtin builds (checked before building it) and
+// of all of them together, the number of actions executed (every action,
+// range iteration and template call is a step), time (checked at every step
+// and in every builtin) and how deeply templates nest (checked before they
+// run). A template over any bound fails its KubeadmConfig; it never stalls a
+// worker or exhausts its memory, however many files the spec templates.
 const (
 	maxTemplateOutput = 1 << 20
 	// maxTemplateBuilt bounds the bytes all builtins of one render build
@@ -35,6 +37,10 @@ const (
 	// maxTemplateText is the most template text a file may have, inline (the
 	// CRD's limit on content) or from a Secret (contentFrom).
 	maxTemplateText = 10240
+	// maxTemplateDepth bounds how deeply control structures, parenthesized
+	// pipelines and template calls nest: each level is a frame of the
+	// executing goroutine's stack.
+	maxTemplateDepth = 50
 )
 
 // TemplateError is a spec.files template that does not parse or fails. Its
@@ -53,13 +59,17 @@ func (e *TemplateError) Error() string {
 	return fmt.Sprintf("%s: template for %s %s", e.Field, e.Path, e.Problem)
 }
 
+const allTemplates = "all templates of the KubeadmConfig together"
+
 var (
-	errTemplateBudget = fmt.Errorf("runs too long (over %d actions, loop iterations and template calls, or %s)", maxTemplateSteps, maxTemplateTime)
-	errTemplateSize   = fmt.Errorf("builds a value that can be larger than %d bytes", maxTemplateOutput)
-	errTemplateBuilt  = fmt.Errorf("builds more than %d bytes of values in all", maxTemplateBuilt)
-	errTemplateOutput = fmt.Errorf("output exceeds %d bytes", maxTemplateOutput)
-	errFormatWidth    = fmt.Errorf("uses a printf width or precision over %d (or *)", maxFormatWidth)
-	errTemplateText   = fmt.Errorf("is longer than %d bytes of template text", maxTemplateText)
+	errTemplateBudget    = fmt.Errorf("runs too long (over %d actions, loop iterations and template calls, or %s, %s)", maxTemplateSteps, maxTemplateTime, allTemplates)
+	errTemplateSize      = fmt.Errorf("builds a value that can be larger than %d bytes", maxTemplateOutput)
+	errTemplateBuilt     = fmt.Errorf("builds more than %d bytes of values (%s)", maxTemplateBuilt, allTemplates)
+	errTemplateOutput    = fmt.Errorf("output exceeds %d bytes (%s)", maxTemplateOutput, allTemplates)
+	errFormatWidth       = fmt.Errorf("uses a printf width or precision over %d (or *)", maxFormatWidth)
+	errTemplateText      = fmt.Errorf("is longer than %d bytes of template text", maxTemplateText)
+	errTemplateRecursion = errors.New("calls itself through template or block, which nests without end")
+	errTemplateDepth     = fmt.Errorf("nests control structures, parentheses and template calls more than %d deep", maxTemplateDepth)
 )
 
 // templateLine finds "name:LINE:" in text/template's messages, which otherwise
@@ -67,7 +77,7 @@ var (
 var templateLine = regexp.MustCompile(`:(\d+)(?::\d+)?: `)
 
 func templateProblem(verb string, err error) string {
-	for _, known := range []error{errTemplateBudget, errTemplateSize, errTemplateBuilt, errTemplateOutput, errFormatWidth} {
+	for _, known := range []error{errTemplateBudget, errTemplateSize, errTemplateBuilt, errTemplateOutput, errFormatWidth, errTemplateRecursion, errTemplateDepth} {
 		if errors.Is(err, known) {
 			return known.Error()
 		}
@@ -82,12 +92,20 @@ func templateProblem(verb string, err error) string {
 // iteration and of every template body; its name cannot clash with a builtin.
 const stepFunc = "_cabpkStep"
 
-// templateRun is one execution's budget and output.
-type templateRun struct {
+// templateBudget is what all spec.files templates of one render spend
+// together, so that a spec of many templated files costs no more than one.
+type templateBudget struct {
 	steps    int
 	built    int
+	output   int
 	deadline time.Time
-	out      bytes.Buffer
+}
+
+// templateRun is one template's execution: the render's budget and this
+// file's output.
+type templateRun struct {
+	*templateBudget
+	out bytes.Buffer
 }
 
 func (r *templateRun) step() (string, error) {
@@ -115,9 +133,10 @@ func (r *templateRun) spend(size int) error {
 }
 
 func (r *templateRun) Write(p []byte) (int, error) {
-	if r.out.Len()+len(p) > maxTemplateOutput {
+	if r.output+len(p) > maxTemplateOutput {
 		return 0, errTemplateOutput
 	}
+	r.output += len(p)
 	return r.out.Write(p)
 }
 
@@ -260,14 +279,124 @@ func instrument(node parse.Node, step *parse.ActionNode) {
 	}
 }
 
+// checkNesting refuses templates of t that can call themselves (text/template
+// would recurse until the stack is tens of MiB) or that nest deeper than
+// maxTemplateDepth, each template call counted with the template it calls.
+// Each template's height is computed once, so calls that fan out cost no
+// more than the text that makes them.
+func checkNesting(t *texttemplate.Template) error {
+	trees := map[string]*parse.Tree{}
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil && tt.Tree.Root != nil {
+			trees[tt.Name()] = tt.Tree
+		}
+	}
+	heights := map[string]int{}
+	calling := map[string]bool{}
+	var height func(n parse.Node, level int) (int, error)
+	call := func(name string, level int) (int, error) {
+		if h, ok := heights[name]; ok {
+			if level+h > maxTemplateDepth {
+				return 0, errTemplateDepth
+			}
+			return h, nil
+		}
+		tree, ok := trees[name]
+		if !ok {
+			return 0, nil // undefined: executing it fails
+		}
+		if calling[name] {
+			return 0, errTemplateRecursion
+		}
+		calling[name] = true
+		h, err := height(tree.Root, level)
+		delete(calling, name)
+		heights[name] = h
+		return h, err
+	}
+	height = func(n parse.Node, level int) (int, error) {
+		if level > maxTemplateDepth {
+			return 0, errTemplateDepth
+		}
+		kids, nests := nested(n)
+		if nests {
+			level++
+		}
+		h := 0
+		for _, k := range kids {
+			kh, err := height(k, level)
+			if err != nil {
+				return 0, err
+			}
+			h = max(h, kh)
+		}
+		if tn, ok := n.(*parse.TemplateNode); ok {
+			ch, err := call(tn.Name, level)
+			if err != nil {
+				return 0, err
+			}
+			h = max(h, ch)
+		}
+		if nests {
+			h++
+		}
+		return h, nil
+	}
+	_, err := call(t.Name(), 0)
+	return err
+}
+
+// nested returns the nodes within n and whether n is a level of nesting of
+// its own (a control structure, a pipeline, a template call).
+func nested(n parse.Node) ([]parse.Node, bool) {
+	branch := func(b *parse.BranchNode) []parse.Node {
+		kids := []parse.Node{b.Pipe, b.List}
+		if b.ElseList != nil {
+			kids = append(kids, b.ElseList)
+		}
+		return kids
+	}
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return nil, false
+		}
+		return n.Nodes, false
+	case *parse.ActionNode:
+		return []parse.Node{n.Pipe}, false
+	case *parse.PipeNode:
+		var args []parse.Node
+		for _, c := range n.Cmds {
+			args = append(args, c.Args...)
+		}
+		return args, true
+	case *parse.IfNode:
+		return branch(&n.BranchNode), true
+	case *parse.RangeNode:
+		return branch(&n.BranchNode), true
+	case *parse.WithNode:
+		return branch(&n.BranchNode), true
+	case *parse.TemplateNode:
+		if n.Pipe == nil {
+			return nil, true
+		}
+		return []parse.Node{n.Pipe}, true
+	}
+	return nil, false
+}
+
 // renderTemplate executes a spec.files template with upstream's data and
 // options (a missing key renders as the zero value, so `{{ if .controlPlane }}`
-// works when the control-plane version is unknown), within the bounds above.
-func renderTemplate(name, content string, data map[string]any) (string, error) {
+// works when the control-plane version is unknown), within the bounds above,
+// spending budget, which the render's other templates share.
+func renderTemplate(name, content string, data map[string]any, budget *templateBudget) (string, error) {
 	if len(content) > maxTemplateText {
 		return "", errTemplateText
 	}
-	run := &templateRun{deadline: time.Now().Add(maxTemplateTime)}
+	if budget.deadline.IsZero() {
+		budget.deadline = time.Now().Add(maxTemplateTime)
+	}
+	run := &templateRun{templateBudget: budget}
 	funcs := texttemplate.FuncMap{
 		stepFunc:   run.step,
 		"printf":   run.printf,
@@ -280,6 +409,9 @@ func renderTemplate(name, content string, data map[string]any) (string, error) {
 	t, err := texttemplate.New(name).Funcs(funcs).Parse(content)
 	if err != nil {
 		return "", errors.New(templateProblem("does not parse", err))
+	}
+	if err := checkNesting(t); err != nil {
+		return "", err
 	}
 	stepper, err := texttemplate.New("step").Funcs(funcs).Parse("{{" + stepFunc + "}}")
 	if err != nil {

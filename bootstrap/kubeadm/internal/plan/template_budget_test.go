@@ -3,19 +3,11 @@ package plan
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
-)
 
-// allocatedBy returns the bytes f allocates (all of them, collected or not).
-func allocatedBy(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/hostile"
+)
 
 // maxTemplateAllocation is what one render may allocate at most: the values
 // builtins build (maxTemplateBuilt) and the output, each with the copies fmt
@@ -53,7 +45,7 @@ func TestHostileTemplatesAreRefusedBeforeTheyAllocate(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var err error
-			allocated := allocatedBy(func() { _, err = renderTemplate("/etc/t.conf", tc.content, map[string]any{}) })
+			allocated := hostile.Allocated(func() { _, err = renderTemplate("/etc/t.conf", tc.content, map[string]any{}, &templateBudget{}) })
 			if !errors.Is(err, tc.want) && (err == nil || err.Error() != tc.want.Error()) {
 				t.Fatalf("error %v, want %v", err, tc.want)
 			}
@@ -129,7 +121,7 @@ func FuzzTemplateBudget(f *testing.F) {
 	f.Fuzz(func(t *testing.T, program []byte) {
 		content := templateGrammar(program)
 		var err error
-		allocated := allocatedBy(func() { _, err = renderTemplate("/etc/t.conf", content, map[string]any{}) })
+		allocated := hostile.Allocated(func() { _, err = renderTemplate("/etc/t.conf", content, map[string]any{}, &templateBudget{}) })
 		if allocated > maxTemplateAllocation {
 			t.Fatalf("allocated %d MiB (budget %d MiB), error %v, template %q", allocated>>20, maxTemplateAllocation>>20, err, content)
 		}
