@@ -22,6 +22,7 @@ type Manager struct {
 	done        chan error
 	logs        string
 	metricsAddr string
+	memory      *memoryCgroup
 }
 
 // ManagerOptions says how to run a manager binary.
@@ -42,6 +43,10 @@ type ManagerOptions struct {
 	// Dir receives the manager's kubeconfig and log (<Name>.log);
 	// StartManager uses the test's temporary directory when it is empty.
 	Dir string
+	// MemoryLimit, when set, runs the manager as its Deployment's container
+	// does with that memory limit: in a memory cgroup limited to it (the
+	// kernel kills the manager over it) and with GOMEMLIMIT set to it.
+	MemoryLimit int64
 }
 
 // StartManager starts a manager binary for a test (its files in the test's
@@ -86,6 +91,13 @@ func RunManager(o ManagerOptions) (*Manager, error) {
 		"--webhook-cert-dir=" + o.WebhookCertDir,
 	}, o.Args...)
 	cmdline := append(append(append([]string{}, o.Wrap...), o.Binary), args...)
+	if o.MemoryLimit > 0 {
+		if m.memory, err = newMemoryCgroup(o.Name, o.MemoryLimit); err != nil {
+			return nil, err
+		}
+		limited := append(m.memory.wrap(), "env", fmt.Sprintf("GOMEMLIMIT=%d", o.MemoryLimit))
+		cmdline = append(limited, cmdline...)
+	}
 	m.cmd = exec.Command(cmdline[0], cmdline[1:]...)
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// Appended to: a manager started again under the same name keeps its
@@ -97,9 +109,15 @@ func RunManager(o ManagerOptions) (*Manager, error) {
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	if err := m.cmd.Start(); err != nil {
 		logFile.Close()
+		m.removeCgroup()
 		return nil, err
 	}
-	go func() { m.done <- m.cmd.Wait(); logFile.Close() }()
+	go func() {
+		err := m.cmd.Wait()
+		logFile.Close()
+		m.removeCgroup()
+		m.done <- err
+	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, err := m.Scrape(); err == nil {
@@ -117,6 +135,21 @@ func RunManager(o ManagerOptions) (*Manager, error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+func (m *Manager) removeCgroup() {
+	if m.memory != nil {
+		m.memory.remove()
+	}
+}
+
+// PeakMemory is the most memory the manager has used so far, as its
+// container's cgroup counts it (ManagerOptions.MemoryLimit).
+func (m *Manager) PeakMemory() (int64, error) {
+	if m.memory == nil {
+		return 0, fmt.Errorf("%s runs without a memory limit", m.Name)
+	}
+	return m.memory.peak()
 }
 
 // Stop ends the manager as a Deployment's rollout does (SIGTERM, then kill).

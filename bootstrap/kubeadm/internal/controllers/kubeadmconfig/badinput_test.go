@@ -145,6 +145,31 @@ func badInputs() []badInput {
 			condition: dataCondition, reason: kubeadmconfig.ReasonRenderFailed,
 		},
 		{
+			name: "content over the budget",
+			setup: func(f *fixture) *bootstrapv1.KubeadmConfig {
+				// Two files naming one key of 600 KiB: 1.2 MiB of content.
+				f.secret("big", map[string]string{"k": strings.Repeat("x", 600<<10)})
+				from := upstreambootstrapv1.FileSource{Secret: upstreambootstrapv1.SecretFileSource{Name: "big", Key: "k"}}
+				_, cfg := f.machine("w", false, withFiles(upstreambootstrapv1.File{Path: "/etc/a", ContentFrom: from}, upstreambootstrapv1.File{Path: "/etc/b", ContentFrom: from}))
+				return cfg
+			},
+			condition: dataCondition, reason: kubeadmconfig.ReasonContentTooLarge,
+		},
+		{
+			name: "data larger than a Secret holds",
+			setup: func(f *fixture) *bootstrapv1.KubeadmConfig {
+				// 1000 KiB of content, within the budget, is 1.3 MiB as
+				// Ignition's base64.
+				f.secret("big", map[string]string{"k": strings.Repeat("x", 1000<<10)})
+				s := withFiles(upstreambootstrapv1.File{Path: "/etc/a",
+					ContentFrom: upstreambootstrapv1.FileSource{Secret: upstreambootstrapv1.SecretFileSource{Name: "big", Key: "k"}}})
+				s.Format = bootstrapv1.Ignition
+				_, cfg := f.machine("w", false, s)
+				return cfg
+			},
+			condition: dataCondition, reason: kubeadmconfig.ReasonDataTooLarge,
+		},
+		{
 			name: "format gate off on the controller",
 			setup: func(f *fixture) *bootstrapv1.KubeadmConfig {
 				_, cfg := f.machine("w", false, joinSpec(bootstrapv1.Raw, false))

@@ -39,6 +39,7 @@ const (
 	ReasonBootstrapTokenFailed           = "BootstrapTokenFailed"
 	ReasonInvalidConfiguration           = "InvalidConfiguration"
 	ReasonRenderFailed                   = "RenderFailed"
+	ReasonContentTooLarge                = "ContentTooLarge"
 	ReasonDataSecretConflict             = "DataSecretConflict"
 	ReasonDataSecretMissing              = "DataSecretMissing"
 	ReasonCertificatesMissing            = "CertificatesMissing"

@@ -25,6 +25,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstrapdata"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 )
 
 const (
@@ -156,24 +157,52 @@ func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action) (
 	out := &rendered{}
 	p, err := plan.Build(*in)
 	if err != nil {
-		var te *plan.TemplateError
-		var ve *plan.VersionError
-		reason := ReasonInvalidConfiguration
-		switch {
-		case errors.As(err, &te):
-			reason = ReasonTemplateFailed
-		case errors.As(err, &ve):
-			reason = ReasonInvalidKubernetesVersion
-		}
-		r.refuse(s, reason, "%v", err)
+		r.refuse(s, planRefusal(err), "%v", err)
 		return nil, stop(ctrl.Result{})
 	}
 	if out.data, err = bootstrapdata.Render(p); err != nil {
 		r.refuse(s, ReasonRenderFailed, "The %s renderer refused the configuration: %v", p.Format, err)
 		return nil, stop(ctrl.Result{})
 	}
+	if size := secretSize(out.data.SecretData()); size > maxSecretSize {
+		r.refuse(s, ReasonDataTooLarge, "The %s bootstrap data is %d bytes, more than the %d bytes a Secret can hold: "+
+			"move content out of the spec (files from secrets the machine fetches)", p.Format, size, maxSecretSize)
+		return nil, stop(ctrl.Result{})
+	}
 	r.checkSize(s, out.data)
 	return out, nil
+}
+
+// planRefusal is the condition reason for an error of plan.Build.
+func planRefusal(err error) string {
+	var te *plan.TemplateError
+	var ve *plan.VersionError
+	var ce *machinechecks.ContentError
+	switch {
+	case errors.As(err, &te):
+		return ReasonTemplateFailed
+	case errors.As(err, &ve):
+		return ReasonInvalidKubernetesVersion
+	case errors.As(err, &ce) && ce.OverBudget:
+		return ReasonContentTooLarge
+	case errors.As(err, &ce):
+		// Content from a Secret that does not decode (admission checks
+		// what is inline).
+		return ReasonRenderFailed
+	}
+	return ReasonInvalidConfiguration
+}
+
+// maxSecretSize is the most data a Secret holds: the API server refuses
+// one whose keys and values come to more.
+const maxSecretSize = 1 << 20
+
+func secretSize(data map[string][]byte) int {
+	n := 0
+	for k, v := range data {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // checkSize reports data larger than --bootstrap-data-size-limit. The secret

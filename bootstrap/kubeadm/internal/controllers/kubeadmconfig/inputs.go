@@ -28,6 +28,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 )
 
 // This file is the one place where the reconciler gathers what a plan is
@@ -214,46 +215,61 @@ func (v secretValues) read(ref plan.SecretRef) ([]byte, error) {
 
 // referencedSecrets reads the Secrets behind spec.files[].contentFrom and
 // spec.users[].passwdFrom from the config's namespace, live (such Secrets are
-// not cached). A missing Secret or key is waited for: the user may create it
-// after the config.
+// not cached), each once. A missing Secret or key is waited for: the user may
+// create it after the config. Only the values used are kept, and they are
+// booked on the config's content budget as they are read: a spec naming many
+// large Secrets is refused at the first value past the bound, not after all
+// of them are in memory.
 func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretValues, error) {
 	type use struct {
-		field string
+		field *field.Path
 		ref   plan.SecretRef
 	}
 	var uses []use
 	for i, f := range s.cfg.Spec.Files {
 		if f.ContentFrom.IsDefined() {
-			uses = append(uses, use{fmt.Sprintf("spec.files[%d].contentFrom", i), plan.SecretRef{Name: f.ContentFrom.Secret.Name, Key: f.ContentFrom.Secret.Key}})
+			uses = append(uses, use{field.NewPath("spec", "files").Index(i).Child("contentFrom"), plan.SecretRef{Name: f.ContentFrom.Secret.Name, Key: f.ContentFrom.Secret.Key}})
 		}
 	}
 	for i, u := range s.cfg.Spec.Users {
 		if u.PasswdFrom.IsDefined() {
-			uses = append(uses, use{fmt.Sprintf("spec.users[%d].passwdFrom", i), plan.SecretRef{Name: u.PasswdFrom.Secret.Name, Key: u.PasswdFrom.Secret.Key}})
+			uses = append(uses, use{field.NewPath("spec", "users").Index(i).Child("passwdFrom"), plan.SecretRef{Name: u.PasswdFrom.Secret.Name, Key: u.PasswdFrom.Secret.Key}})
 		}
 	}
 	values := secretValues{}
-	read := map[string]*corev1.Secret{}
+	var budget machinechecks.Budget
 	for _, u := range uses {
-		sec, ok := read[u.ref.Name]
-		if !ok {
-			sec = &corev1.Secret{}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: u.ref.Name}, sec); err != nil {
-				if apierrors.IsNotFound(err) {
-					s.dataNotAvailable(ReasonReferencedSecretNotFound, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
-					return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
-				}
-				return nil, fmt.Errorf("reading Secret %s/%s for %s: %w", s.cfg.Namespace, u.ref.Name, u.field, err)
+		if _, ok := values[u.ref]; ok {
+			continue
+		}
+		sec := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: u.ref.Name}, sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				s.dataNotAvailable(ReasonReferencedSecretNotFound, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
+				return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
 			}
-			read[u.ref.Name] = sec
+			return nil, fmt.Errorf("reading Secret %s/%s for %s: %w", s.cfg.Namespace, u.ref.Name, u.field, err)
 		}
-		b, ok := sec.Data[u.ref.Key]
-		if !ok {
-			s.dataNotAvailable(ReasonReferencedSecretNotFound, "%s: Secret %s/%s has no key %q", u.field, s.cfg.Namespace, u.ref.Name, u.ref.Key)
-			return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+		// Every key this Secret gives the spec, so that it is read once.
+		for _, other := range uses {
+			if other.ref.Name != u.ref.Name {
+				continue
+			}
+			b, ok := sec.Data[other.ref.Key]
+			if !ok {
+				s.dataNotAvailable(ReasonReferencedSecretNotFound, "%s: Secret %s/%s has no key %q", other.field, s.cfg.Namespace, other.ref.Name, other.ref.Key)
+				return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+			}
+			if _, seen := values[other.ref]; seen {
+				continue
+			}
+			if err := budget.Spend(other.field, len(b)); err != nil {
+				r.refuse(s, ReasonContentTooLarge, "%v", err)
+				return nil, stop(ctrl.Result{})
+			}
+			s.addSensitive(string(b))
+			values[other.ref] = b
 		}
-		s.addSensitive(string(b))
-		values[u.ref] = b
 	}
 	return values, nil
 }

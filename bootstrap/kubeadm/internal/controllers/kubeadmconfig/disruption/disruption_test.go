@@ -165,6 +165,8 @@ type deployment struct {
 	// stopped: the Deployment is gone (a rollout replaced it); heal starts
 	// nothing.
 	stopped bool
+	// memoryLimit is the replicas' container memory limit; none when 0.
+	memoryLimit int64
 }
 
 func startDeployment(t *testing.T, env *testenv.Env, ns string, extra ...string) *deployment {
@@ -204,7 +206,7 @@ func (d *deployment) start() {
 	d.started++
 	r := testenv.StartManager(d.t, testenv.ManagerOptions{
 		Binary: managerBinary, Name: fmt.Sprintf("replica %d", d.started), Kubeconfig: d.kubeconfig,
-		WebhookCertDir: d.env.Environment.WebhookInstallOptions.LocalServingCertDir, Args: d.args,
+		WebhookCertDir: d.env.Environment.WebhookInstallOptions.LocalServingCertDir, Args: d.args, MemoryLimit: d.memoryLimit,
 	})
 	d.replicas = append(d.replicas, r)
 	d.all = append(d.all, r)
