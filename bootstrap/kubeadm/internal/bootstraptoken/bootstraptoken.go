@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -55,6 +56,15 @@ type Token struct {
 
 // Value is the token as kubeadm takes it: "<id>.<secret>".
 func (t Token) Value() string { return bootstraputil.TokenFromIDAndSecret(t.ID, t.Secret) }
+
+// Hash identifies the whole token, secret half included, without revealing
+// it (a SHA-256 of the value: the 16-character secret half is too random to
+// guess from it), so that the token data was rendered with can be recorded
+// beside the data and checked later.
+func (t Token) Hash() string {
+	sum := sha256.Sum256([]byte(t.Value()))
+	return hex.EncodeToString(sum[:])
+}
 
 // String names the token by its public ID only.
 func (t Token) String() string { return "bootstrap token " + t.ID }
@@ -183,16 +193,33 @@ const (
 	Repaired
 )
 
-// MadeByProvider reports whether tok exists in the workload cluster as a token a
-// Cluster API kubeadm bootstrap provider made: this one or upstream's, whose
-// tokens a swap hands over. A token made by hand with the same ID has another
-// description or another secret half.
-func (m Manager) MadeByProvider(ctx context.Context, tok Token) (bool, error) {
+// Found says what the workload cluster holds under a token's ID.
+type Found int
+
+const (
+	// Absent: no token Secret with that ID.
+	Absent Found = iota
+	// MadeByProvider: a usable token with the same secret half, made by a
+	// Cluster API kubeadm bootstrap provider (this one or upstream's, whose
+	// tokens a swap hands over).
+	MadeByProvider
+	// Other: a token with that ID that is not this one: another secret half,
+	// made by hand (another description), or damaged.
+	Other
+)
+
+// Find looks tok up in the workload cluster.
+func (m Manager) Find(ctx context.Context, tok Token) (Found, error) {
 	existing, err := m.get(ctx, tok.ID)
-	if err != nil || existing == nil {
-		return false, err
+	switch {
+	case err != nil:
+		return Absent, err
+	case existing == nil:
+		return Absent, nil
+	case intact(existing, tok.ID) && sameSecret(existing, tok) && madeByProvider(existing):
+		return MadeByProvider, nil
 	}
-	return intact(existing, tok.ID) && sameSecret(existing, tok) && madeByProvider(existing), nil
+	return Other, nil
 }
 
 // Keep makes sure tok stays valid for owner: it re-creates a token that is
@@ -200,6 +227,10 @@ func (m Manager) MadeByProvider(ctx context.Context, tok Token) (bool, error) {
 // that has less than half its TTL left. It returns when the token expires and
 // what it did. A token with more than half its TTL left is not touched, so a
 // caller checking every half TTL writes at most once per check.
+//
+// Keep writes tok's secret half into the workload cluster: the caller must
+// know tok to be the one it handed out (the data it rendered carries it, or
+// Find just said the cluster holds it), never only that a spec says so.
 func (m Manager) Keep(ctx context.Context, owner Owner, tok Token) (time.Time, KeepResult, error) {
 	existing, err := m.get(ctx, tok.ID)
 	if err != nil {

@@ -129,8 +129,8 @@ func TestTokensKnownByTheirSecretNotTheirOwnersUID(t *testing.T) {
 	if _, did, err := m.Keep(ctx, moved, tok); err != nil || did != bootstraptoken.Unchanged {
 		t.Fatalf("keeping the token after a move: %v %v", did, err)
 	}
-	if made, err := m.MadeByProvider(ctx, tok); err != nil || !made {
-		t.Fatalf("MadeByProvider of a token this provider made: %v %v", made, err)
+	if found, err := m.Find(ctx, tok); err != nil || found != bootstraptoken.MadeByProvider {
+		t.Fatalf("Find of a token this provider made: %v %v", found, err)
 	}
 	impostor := bootstraptoken.Token{ID: tok.ID, Secret: "ffffffffffffffff"}
 	if err := m.Delete(ctx, moved, impostor); !errors.Is(err, bootstraptoken.ErrNotOwned) {
@@ -139,8 +139,8 @@ func TestTokensKnownByTheirSecretNotTheirOwnersUID(t *testing.T) {
 	if _, _, err := m.Keep(ctx, moved, impostor); !errors.Is(err, bootstraptoken.ErrNotOwned) {
 		t.Fatalf("keeping with another secret half: %v", err)
 	}
-	if made, err := m.MadeByProvider(ctx, impostor); err != nil || made {
-		t.Fatalf("MadeByProvider with another secret half: %v %v", made, err)
+	if found, err := m.Find(ctx, impostor); err != nil || found != bootstraptoken.Other {
+		t.Fatalf("Find with another secret half: %v %v", found, err)
 	}
 	if err := m.Delete(ctx, moved, tok); err != nil {
 		t.Fatal(err)
@@ -179,14 +179,14 @@ func TestUpstreamAndHandMadeTokens(t *testing.T) {
 	}
 	upstream := put("up0000", "0123456789abcdef", bootstraptoken.Description)
 	handMade := put("hand00", "0123456789abcdef", "made with kubeadm token create")
-	if made, err := m.MadeByProvider(ctx, upstream); err != nil || !made {
-		t.Fatalf("upstream's token: %v %v", made, err)
+	if found, err := m.Find(ctx, upstream); err != nil || found != bootstraptoken.MadeByProvider {
+		t.Fatalf("upstream's token: %v %v", found, err)
 	}
-	if made, err := m.MadeByProvider(ctx, handMade); err != nil || made {
-		t.Fatalf("a hand-made token: %v %v", made, err)
+	if found, err := m.Find(ctx, handMade); err != nil || found != bootstraptoken.Other {
+		t.Fatalf("a hand-made token: %v %v", found, err)
 	}
-	if made, err := m.MadeByProvider(ctx, bootstraptoken.Token{ID: "gone00", Secret: "0123456789abcdef"}); err != nil || made {
-		t.Fatalf("a token that does not exist: %v %v", made, err)
+	if found, err := m.Find(ctx, bootstraptoken.Token{ID: "gone00", Secret: "0123456789abcdef"}); err != nil || found != bootstraptoken.Absent {
+		t.Fatalf("a token that does not exist: %v %v", found, err)
 	}
 	if _, did, err := m.Keep(ctx, bootstraptoken.Owner{UID: "any"}, upstream); err != nil || did != bootstraptoken.Extended {
 		t.Fatalf("keeping upstream's token (5 minutes of 15 left): %v %v", did, err)

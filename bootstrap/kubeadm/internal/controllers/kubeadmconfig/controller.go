@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 )
@@ -287,8 +288,9 @@ type tokenCheck struct {
 	released bool
 	// dataGone: the event about a used data secret's deletion was recorded.
 	dataGone bool
-	// adopted: the event about adopting the token with id was recorded.
-	adopted bool
+	// adopted is the hash of the token with id once the workload cluster was
+	// found to hold it as a provider's token: it is looked after from then on.
+	adopted string
 }
 
 func (c *tokenChecks) due(key client.ObjectKey, id string, now time.Time) time.Duration {
@@ -336,25 +338,23 @@ func (c *tokenChecks) released(key client.ObjectKey, id string) bool {
 	return ok && t.released && t.id == id
 }
 
-// isAdopted reports whether the token with id was found to be a provider's
-// and adopted (adopted was called for it).
-func (c *tokenChecks) isAdopted(key client.ObjectKey, id string) bool {
+// isAdopted reports whether tok, secret half included, was found to be a
+// provider's and adopted.
+func (c *tokenChecks) isAdopted(key client.ObjectKey, tok bootstraptoken.Token) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.next[key]
-	return ok && t.adopted && t.id == id
+	return ok && t.id == tok.ID && t.adopted == tok.Hash()
 }
 
-// adopted reports whether adopting the token with id was already reported,
-// and records that it now is.
-func (c *tokenChecks) adopted(key client.ObjectKey, id string) (seen bool) {
+// adopted records that tok was found to be a provider's.
+func (c *tokenChecks) adopted(key client.ObjectKey, tok bootstraptoken.Token) {
 	c.update(key, func(t *tokenCheck) {
-		if t.id != id {
-			*t = tokenCheck{id: id}
+		if t.id != tok.ID {
+			*t = tokenCheck{id: tok.ID}
 		}
-		seen, t.adopted = t.adopted, true
+		t.adopted = tok.Hash()
 	})
-	return seen
 }
 
 // seenGone reports whether a used data secret's deletion was already

@@ -33,6 +33,9 @@ const (
 	// ID) the data carries when a provider made it: this one looks after it
 	// until the owner joins (tokens.go).
 	TokenIDAnnotation = "bootstrap.cluster.x-k8s.io/bootstrap-token-id"
+	// TokenHashAnnotation beside it is that token's Hash, secret half
+	// included: the spec's token is the data's only if the hashes agree.
+	TokenHashAnnotation = "bootstrap.cluster.x-k8s.io/bootstrap-token-sha256"
 	// TokenKey in a data secret held the token in earlier versions of this
 	// provider; the spec holds it now (read once, to move it there).
 	TokenKey = "bootstrap-token"
@@ -261,9 +264,14 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 	}
 	sec.Annotations = map[string]string{ConfigGenerationAnnotation: strconv.FormatInt(s.cfg.Generation, 10)}
 	if out.token != nil {
-		sec.Annotations[TokenIDAnnotation] = out.token.ID
+		sec.Annotations = mergeMaps(sec.Annotations, tokenAnnotations(*out.token))
 	}
 	return sec
+}
+
+// tokenAnnotations record on a data secret the token its data carries.
+func tokenAnnotations(tok bootstraptoken.Token) map[string]string {
+	return map[string]string{TokenIDAnnotation: tok.ID, TokenHashAnnotation: tok.Hash()}
 }
 
 // putDataSecret writes out to the config's data secret: created, or, when a
@@ -293,6 +301,7 @@ func (r *Reconciler) putDataSecret(ctx context.Context, s *scope, out *rendered,
 	existing.Annotations = mergeMaps(existing.Annotations, want.Annotations)
 	if out.token == nil {
 		delete(existing.Annotations, TokenIDAnnotation)
+		delete(existing.Annotations, TokenHashAnnotation)
 	}
 	existing.OwnerReferences = util.EnsureOwnerRef(dropControllers(existing.OwnerReferences), want.OwnerReferences[0])
 	existing.Data = want.Data
@@ -377,7 +386,7 @@ func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) (ctrl.Resul
 	}
 	if poolSpecChanged(s, sec) {
 		var keep *bootstraptoken.Token
-		if tok, ok := s.specToken(); ok && tok.ID == sec.Annotations[TokenIDAnnotation] {
+		if tok, ok := s.specToken(); ok && r.vouched(s, sec, tok) {
 			keep = &tok
 		}
 		if err := r.renderAgain(ctx, s, sec, keep); err != nil {

@@ -266,3 +266,30 @@ func eventCount(t *testing.T, cfg *bootstrapv1.KubeadmConfig, reason string) int
 	}
 	return n
 }
+
+// TestPoolTokenGoneBeforeASwapIsReplaced: upstream's provider made a pool's
+// data and token; the token cleaner removed the token before this provider
+// first looked (upstream's records nothing of it on the data). No instance
+// can join with it any more: this provider replaces it, as upstream's does
+// a pool token that is gone, and the pool's data carries the new one.
+func TestPoolTokenGoneBeforeASwapIsReplaced(t *testing.T) {
+	const ttl = 20 * time.Second
+	f := newRunningCluster(t)
+	stopUpstream := upstreamManager(t, f, ttl)
+	pool := f.machinePool("pool", 2)
+	cfg := f.config("pool", pool, joinSpec(bootstrapv1.CloudConfig, false))
+	f.waitForData(cfg)
+	gone := f.specToken(cfg)
+	stopUpstream()
+	if err := workload.Client.Delete(f.ctx, mustToken(t, gone.ID)); err != nil {
+		t.Fatal(err)
+	}
+
+	startManager(t, "--bootstrap-token-ttl="+ttl.String())
+	tok := f.waitForRotation("this manager", cfg, gone, ttl)
+	f.get(pool)
+	if s := mustToken(t, tok.ID); string(s.Data[bootstrapapi.BootstrapTokenSecretKey]) != tok.Secret {
+		t.Error("the new token in the workload cluster is not the spec's")
+	}
+	f.waitFor("a BootstrapTokenRotated event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventTokenRotated) })
+}

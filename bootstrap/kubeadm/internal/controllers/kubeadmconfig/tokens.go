@@ -8,18 +8,21 @@ package kubeadmconfig
 // spec.joinConfiguration.discovery.bootstrapToken.token: it moves with the
 // config (clusterctl move, restores with new UIDs), upstream's provider reads
 // and maintains it after a swap back, and the tokens upstream's provider
-// wrote there are found after a swap to this one. Whether the token there is
-// a provider's to look after, rather than one a person set, is decided from
-// evidence that survives all of those:
-//   - the data secret names it (TokenIDAnnotation): data rendered with a token
-//     this provider made or adopted;
-//   - before there is data, its ID is the one this config's UID derives (made
-//     moments ago, the spec written, the data not yet);
-//   - its Secret in the workload cluster has the description both providers
-//     write and the same secret half (made by upstream's provider, before a
-//     swap): adopted without a write for a Machine (the check is repeated at
-//     each look, one read); a MachinePool's data secret gets the annotation,
-//     so that a rotation interrupted between its two writes is recognised.
+// wrote there are found after a swap to this one. But anyone who may patch a
+// KubeadmConfig can write there, so the spec alone never makes the provider
+// write a token's secret into a workload cluster. It looks after the spec's
+// token (extends it, writes it again once the token cleaner removed it) only
+// when it is vouched for:
+//   - the data secret records its hash (TokenHashAnnotation): the data was
+//     rendered with exactly this token, made or adopted by this provider;
+//   - or the workload cluster holds it, with the same secret half, made by a
+//     provider (this one, or upstream's before a swap): checked at the first
+//     look of each process and remembered; a MachinePool's data secret then
+//     gets the annotations, so that a rotation interrupted later is seen.
+// A spec token the workload cluster does not hold is never created from the
+// spec: a MachinePool's is replaced by a new token (as upstream's provider
+// does), a Machine's before its data exists too if it is the one this config
+// derived (it expired before the data was written); any other is a person's.
 
 import (
 	"context"
@@ -98,23 +101,34 @@ func (r *Reconciler) joinToken(ctx context.Context, s *scope, action plan.Action
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	if !given {
-		tok, expires, err := m.Create(ctx, s.tokenOwner(), "")
-		if err != nil {
-			s.dataNotAvailable(ReasonBootstrapTokenFailed, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
+	previous := ""
+	if given {
+		found, err := m.Find(ctx, tok)
+		switch {
+		case err != nil:
 			return nil, time.Time{}, err
+		case found == bootstraptoken.MadeByProvider:
+			expires, _, err := m.Keep(ctx, s.tokenOwner(), tok)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			return &tok, expires, nil
+		case found == bootstraptoken.Absent && s.owner.pool != nil:
+			previous = tok.ID // gone: the pool gets a new one, as upstream's provider gives it
+		case found == bootstraptoken.Absent && bootstraptoken.Derived(s.cfg.UID, "", tok.ID):
+			// This config's own, expired before its data was written: a new
+			// one (a fresh secret, whatever the spec says).
+		default:
+			return nil, time.Time{}, nil // a person's token
 		}
-		s.addSensitive(tok.Value(), tok.Secret)
-		if err := r.setSpecToken(ctx, s, tok); err != nil {
-			return nil, time.Time{}, err
-		}
-		return &tok, expires, nil
 	}
-	if ours, err := r.providerToken(ctx, s, m, tok, ""); err != nil || !ours {
+	tok, expires, err := m.Create(ctx, s.tokenOwner(), previous)
+	if err != nil {
+		s.dataNotAvailable(ReasonBootstrapTokenFailed, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
 		return nil, time.Time{}, err
 	}
-	expires, _, err := m.Keep(ctx, s.tokenOwner(), tok)
-	if err != nil {
+	s.addSensitive(tok.Value(), tok.Secret)
+	if err := r.setSpecToken(ctx, s, tok); err != nil {
 		return nil, time.Time{}, err
 	}
 	return &tok, expires, nil
@@ -153,7 +167,7 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.S
 	}
 	key := client.ObjectKeyFromObject(s.cfg)
 	if r.checks.released(key, tok.ID) {
-		return ctrl.Result{}, nil // deleted once used, or a person's token
+		return ctrl.Result{}, nil // deleted once used, or not one to look after
 	}
 	if s.owner.doneReason() == "" {
 		if wait := r.checks.due(key, tok.ID, r.clock().Now()); wait > 0 {
@@ -169,66 +183,81 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.S
 		}
 		return ctrl.Result{}, err
 	}
-	if carried != tok.ID && !r.checks.isAdopted(key, tok.ID) {
-		// Once adopted, the token's provenance is not read again at each look.
-		ours, err := r.providerToken(ctx, s, m, tok, carried)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if !ours {
-			r.checks.release(key, tok.ID)
-			return ctrl.Result{}, nil
-		}
-		switch {
-		case s.owner.pool != nil && carried != "":
-			// The spec's token is newer than the data (a rotation interrupted
-			// between the two writes): the pool's next instances get it.
-			if err := r.renderAgain(ctx, s, sec, &tok); err != nil {
-				return ctrl.Result{}, err
-			}
-		case s.owner.pool != nil:
-			// A pool's data written by upstream's provider: which token it
-			// carries is recorded (metadata only, the data is not rewritten),
-			// so that a rotation interrupted later is seen and finished.
-			if err := r.adopt(ctx, s, sec, tok); err != nil {
-				return ctrl.Result{}, err
-			}
-		default:
-			r.reportAdopted(s, tok)
-		}
+	if !r.vouched(s, sec, tok) {
+		// Not recorded with the data: what the workload cluster holds
+		// decides, once per process.
+		return r.vouchFor(ctx, s, m, sec, tok)
 	}
 	return r.maintainToken(ctx, s, m, tok)
 }
 
-// providerToken reports whether the spec's token, which the data secret does
-// not name, is a provider's: one this config derived replacing the one the
-// data carries, or one a provider made (upstream's, before a swap).
-func (r *Reconciler) providerToken(ctx context.Context, s *scope, m *bootstraptoken.Manager, tok bootstraptoken.Token, carried string) (bool, error) {
-	if bootstraptoken.Derived(s.cfg.UID, carried, tok.ID) {
-		return true, nil
+// vouched reports whether tok is known to be the token the data secret sec
+// carries: the secret records its hash, or this process adopted it.
+func (r *Reconciler) vouched(s *scope, sec *corev1.Secret, tok bootstraptoken.Token) bool {
+	return sec.Annotations[TokenHashAnnotation] == tok.Hash() || r.checks.isAdopted(client.ObjectKeyFromObject(s.cfg), tok)
+}
+
+// vouchFor decides about a spec token the data secret does not record:
+// looked after if the workload cluster holds it as a provider's token (the
+// data named another, as in a rotation interrupted between its two writes,
+// or was written by upstream's provider); replaced if it is a MachinePool's
+// and gone; else left alone.
+func (r *Reconciler) vouchFor(ctx context.Context, s *scope, m *bootstraptoken.Manager, sec *corev1.Secret, tok bootstraptoken.Token) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(s.cfg)
+	found, err := m.Find(ctx, tok)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case found == bootstraptoken.Absent && s.owner.pool != nil:
+		// Gone before anyone looked after it (the token cleaner, after a
+		// swap or a restore): no instance can join with it any more.
+		return r.rotate(ctx, s, m, tok)
+	case found != bootstraptoken.MadeByProvider:
+		r.checks.release(key, tok.ID)
+		return ctrl.Result{}, nil
 	}
-	return m.MadeByProvider(ctx, tok)
+	carried := sec.Annotations[TokenIDAnnotation]
+	switch {
+	case s.owner.pool != nil && carried != "" && carried != tok.ID:
+		// The spec's token is newer than the data (a rotation interrupted
+		// between the two writes): the pool's next instances get it.
+		if err := r.renderAgain(ctx, s, sec, &tok); err != nil {
+			return ctrl.Result{}, err
+		}
+	case s.owner.pool != nil:
+		// Data written by upstream's provider or without the token's hash:
+		// the token it carries is recorded (metadata only, the data is not
+		// rewritten), so that a rotation interrupted later is seen and
+		// finished.
+		if err := r.adopt(ctx, s, sec, tok); err != nil {
+			return ctrl.Result{}, err
+		}
+	case carried != tok.ID:
+		r.reportAdopted(s, tok)
+	}
+	r.checks.adopted(key, tok)
+	return r.maintainToken(ctx, s, m, tok)
 }
 
 // adopt names a provider's token on a pool's data secret written by
-// upstream's provider (which records none).
+// upstream's provider (which records none) or without its hash.
 func (r *Reconciler) adopt(ctx context.Context, s *scope, sec *corev1.Secret, tok bootstraptoken.Token) error {
 	orig := sec.DeepCopy()
-	sec.Annotations = mergeMaps(sec.Annotations, map[string]string{TokenIDAnnotation: tok.ID})
+	sec.Annotations = mergeMaps(sec.Annotations, tokenAnnotations(tok))
 	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("recording %s on the data secret %s: %w", tok, klog.KObj(sec), err)
 	}
-	r.reportAdopted(s, tok)
+	if orig.Annotations[TokenIDAnnotation] != tok.ID {
+		r.reportAdopted(s, tok)
+	}
 	return nil
 }
 
-// reportAdopted records, once per token and process, that this provider now
-// looks after a token another provider made.
+// reportAdopted records that this provider now looks after a token another
+// provider made (once per token and process: vouchFor runs once).
 func (r *Reconciler) reportAdopted(s *scope, tok bootstraptoken.Token) {
-	if !r.checks.adopted(client.ObjectKeyFromObject(s.cfg), tok.ID) {
-		r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenAdopted, "Bootstrap",
-			"Looking after %s of %s, made by a Cluster API kubeadm bootstrap provider", tok, s.owner)
-	}
+	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenAdopted, "Bootstrap",
+		"Looking after %s of %s, made by a Cluster API kubeadm bootstrap provider", tok, s.owner)
 }
 
 // moveLegacyToken gives the spec the token an earlier version of this
@@ -250,7 +279,16 @@ func (r *Reconciler) moveLegacyToken(ctx context.Context, s *scope, sec *corev1.
 		return fmt.Errorf("the token recorded in %s: %w", klog.KObj(sec), err)
 	}
 	s.addSensitive(tok.Value(), tok.Secret)
-	return r.setSpecToken(ctx, s, tok)
+	if err := r.setSpecToken(ctx, s, tok); err != nil {
+		return err
+	}
+	// The data secret held the token itself: it vouches for it.
+	orig := sec.DeepCopy()
+	sec.Annotations = mergeMaps(sec.Annotations, tokenAnnotations(tok))
+	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("recording %s on the data secret %s: %w", tok, klog.KObj(sec), err)
+	}
+	return nil
 }
 
 // maintainToken keeps the token of a machine that has not joined valid,
