@@ -20,7 +20,8 @@ const maxButaneAnnotation = 32768
 // spec itself. The annotation may choose the format only where the spec has
 // the default, cloud-config (what KubeadmControlPlane writes); any other
 // disagreement is refused at annotations, as are Butane outside the ignition
-// format and Butane given both ways.
+// format and Butane given both ways; what a refused annotation would choose
+// stays as the spec has it.
 func Resolve(annotations map[string]string, spec *bootstrapv1.KubeadmConfigSpec, annotationsPath *field.Path) (*bootstrapv1.KubeadmConfigSpec, field.ErrorList) {
 	format, hasFormat := annotations[bootstrapv1.FormatAnnotation]
 	butane, hasButane := annotations[bootstrapv1.IgnitionButaneAnnotation]
@@ -73,23 +74,19 @@ func formatNames() []string {
 // KubeadmControlPlane makes) renders: its annotations, then the resolved
 // spec through the table, reported at specPath. A format the annotation
 // chose and its gate refuses is reported at the annotation, and so are the
-// table's messages about it.
+// table's messages about it. Every problem is reported, whatever comes
+// first: an update that ratchets one (see internal/webhooks) is still
+// checked for the others.
 func ValidateAnnotated(annotations map[string]string, spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate, annotationsPath, specPath *field.Path) (*bootstrapv1.KubeadmConfigSpec, field.ErrorList, []string) {
+	// What the annotations chose where they are valid; the spec's own
+	// choice where they are not.
 	resolved, errs := Resolve(annotations, spec, annotationsPath)
-	if len(errs) > 0 {
-		return nil, errs, nil
-	}
 	fromAnnotation := resolved.EffectiveFormat() != spec.EffectiveFormat()
-	if fromAnnotation {
-		if msg := FormatDisabled(resolved.EffectiveFormat(), gates); msg != "" {
-			return nil, field.ErrorList{field.Forbidden(annotationsPath.Key(bootstrapv1.FormatAnnotation), msg)}, nil
-		}
-	}
-	errs, warnings := ValidateWithWarnings(resolved, gates, specPath)
+	specErrs, warnings := ValidateWithWarnings(resolved, gates, specPath)
 	if _, ok := annotations[bootstrapv1.IgnitionButaneAnnotation]; ok {
 		// What the Butane translator says about the annotation's document.
 		butane := specPath.Child("ignition", "butane").String()
-		for _, e := range errs {
+		for _, e := range specErrs {
 			if strings.HasPrefix(e.Field, butane) {
 				e.Field = annotationsPath.Key(bootstrapv1.IgnitionButaneAnnotation).String()
 			}
@@ -98,9 +95,14 @@ func ValidateAnnotated(annotations map[string]string, spec *bootstrapv1.KubeadmC
 	if fromAnnotation {
 		said := fmt.Sprintf("spec.format is %q", resolved.EffectiveFormat())
 		by := fmt.Sprintf("the format is %q (annotation %s)", resolved.EffectiveFormat(), bootstrapv1.FormatAnnotation)
-		for _, e := range errs {
+		format := specPath.Child("format").String()
+		for _, e := range specErrs {
 			e.Detail = strings.ReplaceAll(e.Detail, said, by)
+			if e.Field == format {
+				// The gate refuses the format the annotation chose.
+				e.Field = annotationsPath.Key(bootstrapv1.FormatAnnotation).String()
+			}
 		}
 	}
-	return resolved, errs, warnings
+	return resolved, append(errs, specErrs...), warnings
 }

@@ -55,9 +55,12 @@ func ValidateWithWarnings(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate
 	errs := validateCommon(spec, base)
 	errs = append(errs, validateDiscoveryFilePath(spec, base)...)
 
+	// A format whose gate is off is refused, and the rest is checked as that
+	// format renders it all the same: an update that ratchets the refusal
+	// (stored before the gate went off) is still checked for what it changes.
 	format := spec.EffectiveFormat()
 	if msg := FormatDisabled(format, gates); msg != "" {
-		return append(errs, field.Forbidden(base.Child("format"), msg)), nil
+		errs = append(errs, field.Forbidden(base.Child("format"), msg))
 	}
 
 	errs = append(errs, CheckFormatFields(spec, base)...)

@@ -29,9 +29,11 @@ func ratchet(errs, oldErrs field.ErrorList, oldDoc, newDoc any) field.ErrorList 
 	var kept field.ErrorList
 	for _, e := range errs {
 		if had[string(e.Type)+" "+e.Field] && oldTree != nil && newTree != nil {
+			// A path that resolves in neither object says nothing about
+			// what the update left as it was: it counts as changed.
 			ov, oldOK := lookup(oldTree, e.Field)
 			nv, newOK := lookup(newTree, e.Field)
-			if oldOK == newOK && reflect.DeepEqual(ov, nv) {
+			if oldOK && newOK && reflect.DeepEqual(ov, nv) {
 				continue
 			}
 		}

@@ -88,3 +88,61 @@ func TestLookupResolvesPrintedPaths(t *testing.T) {
 		t.Error("an index past the end resolved")
 	}
 }
+
+// TestRatchetChecksWhatAnUpdateChanges: an object stored with a problem the
+// ratchet keeps (a format whose gate is off now, an annotation naming no
+// format) is still checked in full for what an update changes: each of
+// these edits is refused at its field.
+func TestRatchetChecksWhatAnUpdateChanges(t *testing.T) {
+	gates := feature.NewFeatureGates() // every format gate off
+	w := &KubeadmConfig{Gates: gates}
+	gatedFormat := &bootstrapv1.KubeadmConfig{}
+	gatedFormat.Spec.Format = bootstrapv1.Ignition
+	badAnnotation := &bootstrapv1.KubeadmConfig{}
+	badAnnotation.Annotations = map[string]string{bootstrapv1.FormatAnnotation: "no-such-format"}
+	file := func(f upstreambootstrapv1.File) func(c *bootstrapv1.KubeadmConfig) {
+		return func(c *bootstrapv1.KubeadmConfig) { c.Spec.Files = append(c.Spec.Files, f) }
+	}
+	edits := []struct {
+		name string
+		edit func(c *bootstrapv1.KubeadmConfig)
+		at   string
+	}{
+		{"a duplicate path", func(c *bootstrapv1.KubeadmConfig) {
+			c.Spec.Files = []upstreambootstrapv1.File{{Path: "/a", Content: "x"}, {Path: "/a", Content: "y"}}
+		}, "spec.files[1].path"},
+		{"content with contentFrom", file(upstreambootstrapv1.File{Path: "/b", Content: "x",
+			ContentFrom: upstreambootstrapv1.FileSource{Secret: upstreambootstrapv1.SecretFileSource{Name: "s", Key: "k"}}}), "spec.files[0]"},
+		{"content that is not base64", file(upstreambootstrapv1.File{Path: "/c", Encoding: upstreambootstrapv1.Base64, Content: "not base64!"}), "spec.files[0].content"},
+		{"a mode that is not one", file(upstreambootstrapv1.File{Path: "/d", Content: "x", Permissions: "0999"}), "spec.files[0].permissions"},
+	}
+	for _, stored := range []*bootstrapv1.KubeadmConfig{gatedFormat, badAnnotation} {
+		if _, err := w.ValidateUpdate(context.Background(), stored, stored.DeepCopy()); err != nil {
+			t.Fatalf("an update that changes nothing: %v", err)
+		}
+		for _, e := range edits {
+			updated := stored.DeepCopy()
+			e.edit(updated)
+			_, err := w.ValidateUpdate(context.Background(), stored, updated)
+			if err == nil || !strings.Contains(err.Error(), e.at) {
+				t.Errorf("format %q, annotations %v, %s: want a refusal at %s, got %v", stored.Spec.Format, stored.Annotations, e.name, e.at, err)
+			}
+		}
+	}
+}
+
+// TestRatchetKeepsWhatItCannotLocate: an error at a path that resolves in
+// neither object (a required field missing from both) is not one the update
+// left as it was.
+func TestRatchetKeepsWhatItCannotLocate(t *testing.T) {
+	c := &bootstrapv1.KubeadmConfig{}
+	missing := field.ErrorList{field.Required(field.NewPath("spec", "joinConfiguration", "discovery", "file", "kubeConfigPath"), "")}
+	if kept := ratchet(missing, missing, c, c.DeepCopy()); len(kept) != 1 {
+		t.Errorf("kept %v", kept)
+	}
+	present := field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), "x", "")}
+	c.Name = "x"
+	if kept := ratchet(present, present, c, c.DeepCopy()); len(kept) != 0 {
+		t.Errorf("an unchanged field's error kept: %v", kept)
+	}
+}
