@@ -9,11 +9,11 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -30,6 +30,9 @@ import (
 type KubeadmConfig struct {
 	// Gates decides which formats are enabled.
 	Gates featuregate.FeatureGate
+	// Reader reads, live, what owns a config being created (see
+	// recreation); nil treats every create as a new object.
+	Reader client.Reader
 }
 
 var (
@@ -59,9 +62,13 @@ func defaultSpec(s *bootstrapv1.KubeadmConfigSpec) {
 	}
 }
 
-// ValidateCreate validates a new KubeadmConfig.
-func (w *KubeadmConfig) ValidateCreate(_ context.Context, c *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
+// ValidateCreate validates a new KubeadmConfig; one that clusterctl move or
+// a restore brings back is validated as its update to itself.
+func (w *KubeadmConfig) ValidateCreate(ctx context.Context, c *bootstrapv1.KubeadmConfig) (admission.Warnings, error) {
 	errs, warnings := validateConfig(c, w.Gates)
+	if len(errs) > 0 && (recreation{w.Reader}).of(ctx, c) {
+		return w.ValidateUpdate(ctx, c, c)
+	}
 	return warnings, invalid("KubeadmConfig", c.Name, errs)
 }
 
@@ -135,7 +142,7 @@ func annotationWarnings(oldC, newC *bootstrapv1.KubeadmConfig, what string) []st
 // API's MachinePool controller adds the reference to its bootstrap config).
 func ownedByMachinePool(c *bootstrapv1.KubeadmConfig) bool {
 	for _, ref := range c.OwnerReferences {
-		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && ref.Kind == "MachinePool" && gv.Group == clusterv1.GroupVersion.Group {
+		if ref.Kind == "MachinePool" && groupOf(ref.APIVersion) == clusterv1.GroupVersion.Group {
 			return true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -26,6 +27,9 @@ import (
 // rules are the KubeadmConfig ones, applied at spec.template.spec.
 type KubeadmConfigTemplate struct {
 	Gates featuregate.FeatureGate
+	// Reader reads, live, what owns a template being created (see
+	// recreation); nil treats every create as a new object.
+	Reader client.Reader
 }
 
 var (
@@ -73,9 +77,13 @@ func applyPreviousUpstreamDefaults(spec *bootstrapv1.KubeadmConfigSpec) {
 	}
 }
 
-// ValidateCreate validates a new template.
-func (w *KubeadmConfigTemplate) ValidateCreate(_ context.Context, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
+// ValidateCreate validates a new template; one that clusterctl move or a
+// restore brings back is validated as its update to itself.
+func (w *KubeadmConfigTemplate) ValidateCreate(ctx context.Context, t *bootstrapv1.KubeadmConfigTemplate) (admission.Warnings, error) {
 	errs, warnings := w.validate(t)
+	if len(errs) > 0 && (recreation{w.Reader}).of(ctx, t) {
+		errs = ratchet(errs, errs, t, t)
+	}
 	return warnings, invalid("KubeadmConfigTemplate", t.Name, errs)
 }
 

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -33,6 +35,9 @@ const KubeadmControlPlanePath = "/validate-controlplane-cluster-x-k8s-io-v1beta2
 // writable.
 type KubeadmControlPlaneBootstrap struct {
 	Gates featuregate.FeatureGate
+	// Reader reads, live, what owns an object being created (see
+	// recreation); nil treats every create as a new object.
+	Reader client.Reader
 }
 
 // SetupWebhookWithManager registers the webhook with mgr's webhook server.
@@ -78,17 +83,25 @@ func decodeKCP(kind string, raw []byte) (part *kcpBootstrapPart, annotationsPath
 }
 
 // Handle admits or denies one request.
-func (w *KubeadmControlPlaneBootstrap) Handle(_ context.Context, req admission.Request) admission.Response {
+func (w *KubeadmControlPlaneBootstrap) Handle(ctx context.Context, req admission.Request) admission.Response {
 	part, annotationsPath, specPath, err := decodeKCP(req.Kind.Kind, req.Object.Raw)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	_, errs, warnings := fieldrules.ValidateAnnotated(part.MachineTemplate.ObjectMeta.Annotations, &part.KubeadmConfigSpec, w.Gates, annotationsPath, specPath)
-	if len(errs) > 0 && len(req.OldObject.Raw) > 0 {
+	switch {
+	case len(errs) == 0:
+	case len(req.OldObject.Raw) > 0:
 		// Ratchet: what is as it was may stay as it is.
 		if old, _, _, err := decodeKCP(req.Kind.Kind, req.OldObject.Raw); err == nil {
 			_, oldErrs, _ := fieldrules.ValidateAnnotated(old.MachineTemplate.ObjectMeta.Annotations, &old.KubeadmConfigSpec, w.Gates, annotationsPath, specPath)
 			errs = ratchet(errs, oldErrs, req.OldObject.Raw, req.Object.Raw)
+		}
+	default:
+		// Brought back by clusterctl move or a restore: as its update to itself.
+		meta := &metav1.PartialObjectMetadata{}
+		if json.Unmarshal(req.Object.Raw, meta) == nil && (recreation{w.Reader}).of(ctx, meta) {
+			errs = ratchet(errs, errs, req.Object.Raw, req.Object.Raw)
 		}
 	}
 	if len(errs) > 0 {

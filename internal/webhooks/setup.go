@@ -8,15 +8,17 @@ import (
 )
 
 // SetupWithManager registers every admission webhook of this provider with
-// mgr's webhook server, deciding formats with gates.
+// mgr's webhook server, deciding formats with gates and reading what owns a
+// created object through mgr's live reader.
 func SetupWithManager(mgr ctrl.Manager, gates featuregate.FeatureGate) error {
-	if err := (&KubeadmConfig{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
+	reader := mgr.GetAPIReader()
+	if err := (&KubeadmConfig{Gates: gates, Reader: reader}).SetupWebhookWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the KubeadmConfig webhooks: %w", err)
 	}
-	if err := (&KubeadmConfigTemplate{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
+	if err := (&KubeadmConfigTemplate{Gates: gates, Reader: reader}).SetupWebhookWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the KubeadmConfigTemplate webhooks: %w", err)
 	}
-	if err := (&KubeadmControlPlaneBootstrap{Gates: gates}).SetupWebhookWithManager(mgr); err != nil {
+	if err := (&KubeadmControlPlaneBootstrap{Gates: gates, Reader: reader}).SetupWebhookWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the KubeadmControlPlane webhook: %w", err)
 	}
 	return nil

@@ -1,0 +1,142 @@
+package webhooks_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+)
+
+// refusedHere is a KubeadmConfig spec and annotations this provider refuses
+// with the raw gate off, as an object admitted before could be: the raw
+// format annotation a KubeadmControlPlane wrote in place onto a config
+// whose data existed (a warning then), with commands raw does not take.
+func refusedHere(c *bootstrapv1.KubeadmConfig) {
+	c.Annotations = map[string]string{bootstrapv1.FormatAnnotation: "raw"}
+	c.Spec.Format = bootstrapv1.CloudConfig
+	c.Spec.PreKubeadmCommands = []string{"echo hi"}
+}
+
+func ownedBy(kind, name string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: kind, Name: name, UID: "00000000-0000-0000-0000-000000000001"}}
+}
+
+func (f *recreateFixture) machine(name string, withData bool) {
+	f.t.Helper()
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: clusterv1.MachineSpec{
+			ClusterName:       f.cluster,
+			Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachine", Name: name},
+		},
+	}
+	if withData {
+		m.Spec.Bootstrap.DataSecretName = ptr.To(name)
+	}
+	f.create(m)
+}
+
+type recreateFixture struct {
+	t       *testing.T
+	cluster string
+}
+
+func (f *recreateFixture) create(o client.Object) {
+	f.t.Helper()
+	if err := env.Client.Create(context.Background(), o); err != nil {
+		f.t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+func (f *recreateFixture) setPaused(paused bool) {
+	f.t.Helper()
+	c := &clusterv1.Cluster{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: f.cluster}, c); err != nil {
+		f.t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.Paused = ptr.To(paused)
+	if err := env.Client.Patch(context.Background(), c, patch); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestRecreatedObjectsAreAdmittedAsTheirUpdate: clusterctl move and restores
+// create again what was admitted before, with a paused Cluster (or
+// ClusterClass) and, for a KubeadmConfig, a Machine that already names its
+// data. Such a create is validated as the object's update to itself would
+// be, so an object the rules now refuse moves whole instead of stopping the
+// move half-way; the same object created new is refused.
+func TestRecreatedObjectsAreAdmittedAsTheirUpdate(t *testing.T) {
+	ctx := context.Background()
+	setGates(t, true, false)
+	nameSeq++
+	f := &recreateFixture{t: t, cluster: fmt.Sprintf("moved-%d", nameSeq)}
+	f.create(&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: f.cluster, Namespace: "default"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}})
+
+	// A Machine that names its data: its config rendered before.
+	f.machine(f.cluster+"-m0", true)
+	f.machine(f.cluster+"-m1", false)
+	for _, tc := range []struct {
+		machine string
+		admit   bool
+	}{{f.cluster + "-m0", true}, {f.cluster + "-m1", false}} {
+		c := config(bootstrapv1.CloudConfig)
+		c.Name, c.OwnerReferences = tc.machine, ownedBy("Machine", tc.machine)
+		refusedHere(c)
+		if err := env.Client.Create(ctx, c); (err == nil) != tc.admit {
+			t.Errorf("a config of Machine %s (its data named: %v): %v", tc.machine, tc.admit, err)
+		}
+	}
+
+	// Objects of a Cluster that clusterctl paused to move it.
+	newObjects := func() []client.Object {
+		c := config(bootstrapv1.CloudConfig)
+		c.Labels = map[string]string{clusterv1.ClusterNameLabel: f.cluster}
+		refusedHere(c)
+		tmpl := template(bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.Ignition, DiskSetup: upstreambootstrapv1.DiskSetup{
+			Partitions: []upstreambootstrapv1.Partition{{Device: "/dev/sdb", DiskLayout: []upstreambootstrapv1.PartitionSpec{{Percentage: 50}}}}}})
+		tmpl.OwnerReferences = ownedBy("Cluster", f.cluster)
+		k := kcp(map[string]string{bootstrapv1.FormatAnnotation: "raw"})
+		k.OwnerReferences = ownedBy("Cluster", f.cluster)
+		return []client.Object{c, tmpl, k}
+	}
+	for _, o := range newObjects() {
+		if err := env.Client.Create(ctx, o); err == nil {
+			t.Errorf("%T %s created new: admitted", o, o.GetName())
+		}
+	}
+	f.setPaused(true)
+	for _, o := range newObjects() {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Errorf("%T %s brought back with its Cluster paused: %v", o, o.GetName(), err)
+		}
+	}
+	f.setPaused(false)
+
+	// A template of a ClusterClass that clusterctl paused.
+	ref := func(kind string) clusterv1.ClusterClassTemplateReference {
+		return clusterv1.ClusterClassTemplateReference{APIVersion: "infrastructure.cluster.x-k8s.io/v1beta2", Kind: kind, Name: "t"}
+	}
+	cc := &clusterv1.ClusterClass{ObjectMeta: metav1.ObjectMeta{Name: f.cluster + "-class", Namespace: "default",
+		Annotations: map[string]string{clusterv1.PausedAnnotation: ""}},
+		Spec: clusterv1.ClusterClassSpec{
+			Infrastructure: clusterv1.InfrastructureClass{TemplateRef: ref("TestClusterTemplate")},
+			ControlPlane:   clusterv1.ControlPlaneClass{TemplateRef: ref("TestControlPlaneTemplate")},
+		}}
+	f.create(cc)
+	tmpl := template(bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.Raw})
+	tmpl.OwnerReferences = ownedBy("ClusterClass", cc.Name)
+	if err := env.Client.Create(ctx, tmpl); err != nil {
+		t.Errorf("a template of a paused ClusterClass: %v", err)
+	}
+}
