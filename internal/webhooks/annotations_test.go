@@ -14,6 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 // The format annotation (what KubeadmControlPlane copies from its machine
@@ -155,5 +156,27 @@ func TestKubeadmControlPlaneIsCheckedForItsFormat(t *testing.T) {
 	good.Spec.KubeadmConfigSpec.PostKubeadmCommands = []string{"echo hi"}
 	if err := env.Client.Patch(ctx, good, patch); err == nil || !strings.Contains(err.Error(), "spec.kubeadmConfigSpec.postKubeadmCommands") {
 		t.Fatalf("adding a field raw does not take: %v", err)
+	}
+}
+
+// TestWhileTheManagerIsDown: with no webhook server answering (the manager
+// down, or between its replicas), KubeadmControlPlanes stay writable (KCP's
+// own finalizer and scale patches, clusterctl move): their check only
+// reports early what the KubeadmConfig webhook refuses anyway, and that one
+// stays closed, so nothing unchecked renders.
+func TestWhileTheManagerIsDown(t *testing.T) {
+	ctx := context.Background()
+	down := testenv.Start(t, testenv.Options{WithWebhooks: true, WithClusterAPI: true})
+	k := kcp(map[string]string{bootstrapv1.FormatAnnotation: "raw"})
+	if err := down.Client.Create(ctx, k); err != nil {
+		t.Fatalf("creating a KubeadmControlPlane: %v", err)
+	}
+	patch := client.MergeFrom(k.DeepCopy())
+	k.Finalizers = append(k.Finalizers, "kubeadm.controlplane.cluster.x-k8s.io")
+	if err := down.Client.Patch(ctx, k, patch); err != nil {
+		t.Fatalf("KCP's finalizer patch: %v", err)
+	}
+	if err := down.Client.Create(ctx, config(bootstrapv1.CloudConfig)); err == nil {
+		t.Fatal("a KubeadmConfig was admitted with no webhook to check it")
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 )
 
-// +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane-bootstrap,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes;kubeadmcontrolplanetemplates,versions=v1beta2,name=bootstrap.kubeadmcontrolplane.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane-bootstrap,mutating=false,failurePolicy=ignore,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes;kubeadmcontrolplanetemplates,versions=v1beta2,name=bootstrap.kubeadmcontrolplane.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 
 // KubeadmControlPlanePath is where KubeadmControlPlaneBootstrap is served.
 const KubeadmControlPlanePath = "/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane-bootstrap"
@@ -33,6 +33,12 @@ const KubeadmControlPlanePath = "/validate-controlplane-cluster-x-k8s-io-v1beta2
 // is checked only when what it renders changes, so that objects that were
 // admitted before (KCP's own status and label updates, scaling) stay
 // writable.
+//
+// Its failure policy is Ignore: it reports early what the KubeadmConfig
+// webhook (fail-closed) refuses anyway when KCP creates each machine's
+// config, so while this manager is down KubeadmControlPlanes stay writable
+// (KCP's own finalizer and scale patches, clusterctl move) and nothing
+// unchecked renders.
 type KubeadmControlPlaneBootstrap struct {
 	Gates featuregate.FeatureGate
 	// Reader reads, live, what owns an object being created (see
