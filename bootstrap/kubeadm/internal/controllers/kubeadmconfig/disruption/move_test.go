@@ -19,6 +19,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
@@ -27,8 +28,9 @@ import (
 
 // TestClusterctlMove: Cluster API's real clusterctl (v1.14.2) moves a cluster
 // to a second management cluster, each with this provider's manager
-// running: three joined machines, a settled MachinePool whose token rotates
-// and one with an instance still joining, whose token must stay valid. On
+// running: four joined machines (one with a config admission would refuse
+// if it were new), a settled MachinePool whose token rotates and one with
+// an instance still joining, whose token must stay valid. On
 // the target (new UIDs everywhere) the data secrets are owned by the new
 // configs, the settled pool's token rotates under the target's manager and
 // the joining pool's is kept valid past its first TTL; the source keeps
@@ -44,12 +46,23 @@ func TestClusterctlMove(t *testing.T) {
 	f := newFixture(t, "move", true)
 	startDeployment(t, mgmt, f.ns, "--bootstrap-token-ttl="+ttl.String())
 	f.createMachines(3)
+	f.must(f.createWorker("m-raw", bootstrapv1.KubeadmConfigSpec{PreKubeadmCommands: []string{"echo hi"}}))
 	f.createPools(2)
 	f.setPoolReplicas("pool-001", 2) // one instance joins still
 	// The target's manager runs already, its lease in a namespace of the same name.
 	f.must(target.Client.Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
 	d := startDeployment(t, target, f.ns, "--bootstrap-token-ttl="+ttl.String())
-	f.waitFor(d, "data for every machine and pool", time.Minute, func() bool { return f.dataCount() == 5 })
+	f.waitFor(d, "data for every machine and pool", time.Minute, func() bool { return f.dataCount() == 6 })
+	// m-raw's config gets the raw format annotation in place once its data
+	// exists (as KubeadmControlPlane writes a new machine template's): the
+	// update is admitted with a warning, though raw takes no commands and
+	// its gate is off; clusterctl must still be able to create it again.
+	f.setDataSecretNames()
+	raw := &bootstrapv1.KubeadmConfig{}
+	f.must(f.client().Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "m-raw"}, raw))
+	patch := client.MergeFrom(raw.DeepCopy())
+	raw.Annotations = map[string]string{bootstrapv1.FormatAnnotation: string(bootstrapv1.Raw)}
+	f.must(f.client().Patch(f.ctx, raw, patch))
 	// clusterctl moves only machines that have their Node.
 	f.joinMachines()
 	f.waitFor(d, "the joined machines' tokens to be deleted", time.Minute, func() bool { return len(f.tokensOf("m-")) == 0 })
@@ -178,6 +191,20 @@ func (f *fixture) restoreStatus() {
 		before := pool.DeepCopy()
 		pool.Status.NodeRefs = []corev1.ObjectReference{{Kind: "Node", Name: pool.Name + "-0"}}
 		f.must(f.client().Status().Patch(f.ctx, pool, client.MergeFrom(before)))
+	}
+}
+
+// setDataSecretNames points every Machine at its data secret, as Cluster
+// API's Machine controller does once the config has data.
+func (f *fixture) setDataSecretNames() {
+	f.t.Helper()
+	machines := &clusterv1.MachineList{}
+	f.must(f.client().List(f.ctx, machines, client.InNamespace(f.ns)))
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		before := m.DeepCopy()
+		m.Spec.Bootstrap.DataSecretName = ptr.To(m.Name)
+		f.must(f.client().Patch(f.ctx, m, client.MergeFrom(before)))
 	}
 }
 
