@@ -311,16 +311,25 @@ func (r *Reconciler) putDataSecret(ctx context.Context, s *scope, out *rendered,
 	return nil
 }
 
-// cannotTake says why an existing Secret named like the config is not the
-// config's data secret to write, or "" when it is: of Cluster API's secret
-// type, and controlled by a KubeadmConfig of that name or by nothing (as
-// after a restore that dropped owner references, which upstream adopts too).
+// cannotTake says why an existing Secret is not the config's data secret to
+// write, or "" when it is: of Cluster API's secret type, and controlled by a
+// KubeadmConfig of the config's name (itself, or itself before a move gave
+// it a new UID), or by nothing and named after the config (as after a
+// restore that dropped owner references, which upstream adopts too). A
+// Secret of another name that a Machine or MachinePool points at is never
+// taken: anyone who may write those could otherwise hand the config, say,
+// a Cluster's kubeconfig to overwrite or to have garbage-collected with it.
 func cannotTake(sec *corev1.Secret, cfg *bootstrapv1.KubeadmConfig) string {
 	if sec.Type != clusterv1.ClusterSecretType {
 		return fmt.Sprintf("has type %q, not %q", sec.Type, clusterv1.ClusterSecretType)
 	}
 	c := metav1.GetControllerOf(sec)
-	if c == nil || (c.Kind == "KubeadmConfig" && c.Name == cfg.Name && groupOf(c.APIVersion) == bootstrapv1.GroupVersion.Group) {
+	switch {
+	case c == nil && sec.Name == cfg.Name:
+		return ""
+	case c == nil:
+		return "is neither named after this KubeadmConfig nor controlled by it"
+	case c.Kind == "KubeadmConfig" && c.Name == cfg.Name && groupOf(c.APIVersion) == bootstrapv1.GroupVersion.Group:
 		return ""
 	}
 	return fmt.Sprintf("is controlled by %s %s", c.Kind, c.Name)

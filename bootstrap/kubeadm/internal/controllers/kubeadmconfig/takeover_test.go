@@ -1,0 +1,60 @@
+package kubeadmconfig_test
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
+)
+
+// TestOwnersCannotHandOverOtherSecrets: a Machine and a MachinePool whose
+// spec names the Cluster's kubeconfig Secret as their data (uncontrolled, of
+// Cluster API's secret type, as the kubeconfig is where no control-plane
+// provider controls it) get no hold on it through their configs: it is not
+// adopted (so deleting a config would not garbage-collect it), nor written,
+// and the configs say why.
+func TestOwnersCannotHandOverOtherSecrets(t *testing.T) {
+	startManager(t)
+	f := newRunningCluster(t)
+	kubeconfig := &corev1.Secret{}
+	if err := mgmt.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: f.cluster.Name + "-kubeconfig"}, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	machine, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
+	f.get(machine)
+	before := machine.DeepCopy()
+	machine.Spec.Bootstrap.DataSecretName = ptr.To(kubeconfig.Name)
+	if err := mgmt.Client.Patch(f.ctx, machine, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	pool := f.machinePool("pool", 1)
+	before2 := pool.DeepCopy()
+	pool.Spec.Template.Spec.Bootstrap.DataSecretName = ptr.To(kubeconfig.Name)
+	if err := mgmt.Client.Patch(f.ctx, pool, client.MergeFrom(before2)); err != nil {
+		t.Fatal(err)
+	}
+	poolCfg := f.config("pool", pool, joinSpec(bootstrapv1.CloudConfig, false))
+
+	for _, c := range []*bootstrapv1.KubeadmConfig{cfg, poolCfg} {
+		f.waitForReason(c, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, kubeadmconfig.ReasonDataSecretConflict)
+	}
+	time.Sleep(2 * time.Second) // more reconciles, if any were to come
+	after := &corev1.Secret{}
+	if err := mgmt.Client.Get(f.ctx, client.ObjectKeyFromObject(kubeconfig), after); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.OwnerReferences) != 0 {
+		t.Errorf("the kubeconfig Secret got owners: %+v", after.OwnerReferences)
+	}
+	if after.ResourceVersion != kubeconfig.ResourceVersion {
+		t.Errorf("the kubeconfig Secret was written")
+	}
+}
