@@ -224,6 +224,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{}, nil
 	}
 	s.owner = o
+	s.hadData = ptr.Deref(s.cfg.Status.Initialization.DataSecretCreated, false) || s.cfg.Status.DataSecretName != "" || o.dataSecretName() != ""
 	log := ctrl.LoggerFrom(ctx).WithValues(o.kind(), klog.KObj(o.object()), "Cluster", klog.KRef(s.cfg.Namespace, o.clusterName()))
 	ctx = ctrl.LoggerInto(ctx, log)
 

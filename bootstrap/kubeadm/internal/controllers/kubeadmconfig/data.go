@@ -68,9 +68,11 @@ func (r *Reconciler) reconcileData(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, err
 	}
 	res, err := r.writeData(ctx, s, action)
-	if err != nil && action == plan.ActionInit && !r.dataSecretExists(ctx, s) {
-		// No init data was handed out: another control-plane Machine may
-		// initialize instead of waiting for this one to be fixed.
+	if err != nil && action == plan.ActionInit && !s.hadData && !r.dataSecretExists(ctx, s) {
+		// No init data was ever handed out: another control-plane Machine
+		// may initialize instead of waiting for this one to be fixed. Once
+		// it was (its secret deleted since), this machine may be running
+		// kubeadm init: a second one would make a second etcd.
 		r.InitLock.Release(ctx, s.cluster, s.owner.machine)
 	}
 	return res, err

@@ -153,3 +153,45 @@ func TestInitLockReleasedWhenItsHolderFails(t *testing.T) {
 		return strings.HasPrefix(dataAvailableReason(first), kubeadmconfig.ReasonWaitingForInitLock)
 	})
 }
+
+// TestInitLockKeptOnceInitDataWasWritten: the initializing machine's data
+// secret is deleted before its Node registers and rendering it again fails
+// (its spec now names a Secret that does not exist). That machine may be
+// running kubeadm init: the lock stays its own, and another control-plane
+// machine waits instead of initializing a second etcd.
+func TestInitLockKeptOnceInitDataWasWritten(t *testing.T) {
+	startManager(t)
+	f := newFixture(t)
+	f.clusterCertificates()
+	f.setClusterStatus(true, false)
+	_, first := f.machine("cp-0", true, initSpec(bootstrapv1.CloudConfig))
+	data := f.waitForData(first)
+
+	f.get(first)
+	before := first.DeepCopy()
+	first.Spec.Files = []upstreambootstrapv1.File{{Path: "/etc/from-secret", ContentFrom: upstreambootstrapv1.FileSource{
+		Secret: upstreambootstrapv1.SecretFileSource{Name: "not-there", Key: "k"}}}}
+	if err := mgmt.Client.Patch(f.ctx, first, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Client.Delete(f.ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("rendering the init data again to fail", 30*time.Second, func() bool {
+		f.get(first)
+		return strings.HasPrefix(dataAvailableReason(first), kubeadmconfig.ReasonReferencedSecretNotFound)
+	})
+	_, second := f.machine("cp-1", true, initSpec(bootstrapv1.CloudConfig))
+	f.waitFor("the second machine to wait for the lock", 30*time.Second, func() bool {
+		f.get(second)
+		return strings.HasPrefix(dataAvailableReason(second), kubeadmconfig.ReasonWaitingForInitLock)
+	})
+	time.Sleep(2 * time.Second)
+	if info, held := lockHolder(f); !held || !strings.Contains(info, "cp-0") {
+		t.Fatalf("the lock is %q (held: %v), want cp-0's", info, held)
+	}
+	f.get(second)
+	if ptr.Deref(second.Status.Initialization.DataSecretCreated, false) {
+		t.Fatal("a second control-plane machine got init data")
+	}
+}

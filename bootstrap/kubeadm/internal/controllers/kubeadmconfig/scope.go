@@ -24,6 +24,9 @@ type scope struct {
 	sensitive []string
 	// keepStatus leaves the status as it was (nothing is known yet).
 	keepStatus bool
+	// hadData: data was written for this config before this reconcile (its
+	// status or its owner says so), so its machine may have run it already.
+	hadData bool
 }
 
 const redacted = "[redacted]"
