@@ -210,10 +210,16 @@ func (a *Agent) Run(ctx context.Context, data map[string][]byte) error {
 }
 
 func (a *Agent) path(p string) string {
-	if a.Root == "" {
+	if a.onMachineRoot() {
 		return p
 	}
 	return filepath.Join(a.Root, p)
+}
+
+// onMachineRoot reports whether the agent writes to the machine's own root
+// ("" or "/"), where files get the owners the data names.
+func (a *Agent) onMachineRoot() bool {
+	return a.Root == "" || filepath.Clean(a.Root) == "/"
 }
 
 // fileTree is where the agent writes: names are relative to its top.
@@ -242,7 +248,7 @@ func (machineRoot) Close() error                         { return nil }
 // Root through os.Root, where a path of the data or a symbolic link met on
 // the way that would lead out of it fails.
 func (a *Agent) openRoot() (fileTree, error) {
-	if a.Root == "" || filepath.Clean(a.Root) == "/" {
+	if a.onMachineRoot() {
 		return machineRoot{}, nil
 	}
 	root, err := os.OpenRoot(a.Root)
@@ -334,7 +340,7 @@ func (a *Agent) writeFile(root fileTree, f rawv1.File) error {
 		return fmt.Errorf("file %s: %w", f.Path, err)
 	}
 	var own *owner
-	if f.Owner != "" && a.Root == "" {
+	if f.Owner != "" && a.onMachineRoot() {
 		// Owners name accounts of the real root; a test root has none.
 		uid, gid, err := lookupOwner(f.Owner)
 		if err != nil {
