@@ -104,14 +104,18 @@ release: ## Write the release into RELEASE_DIR: bootstrap-components.yaml, metad
 phase = @printf '[%s %s] %s\n' "$@" "$$(date +%T)" "$(1)"
 
 # Fuzz targets as package:FuzzFunction: each renderer, and each surface a
-# hostile or damaged input reaches (file templates, token Secrets in workload
-# clusters, the raw agent's paths).
+# hostile or damaged input reaches (file templates and how they nest, the
+# content budget of a spec, decoding, token Secrets in workload clusters,
+# the raw agent's paths).
 FUZZ_TARGETS := \
 	bootstrap/kubeadm/internal/cloudinit:FuzzRender \
 	bootstrap/kubeadm/internal/ignition:FuzzRender \
 	bootstrap/kubeadm/internal/raw:FuzzRender \
 	bootstrap/kubeadm/internal/bootstraptoken:FuzzKeepTokenSecretShapes \
 	bootstrap/kubeadm/internal/plan:FuzzTemplateBudget \
+	bootstrap/kubeadm/internal/plan:FuzzTemplateNesting \
+	bootstrap/kubeadm/internal/plan:FuzzContentBudget \
+	internal/machinechecks:FuzzDecode \
 	pkg/rawagent:FuzzWritePaths
 
 CONTROLLER_PKG := ./bootstrap/kubeadm/internal/controllers/kubeadmconfig

@@ -155,3 +155,37 @@ func gzipped(t *testing.T, b []byte) []byte {
 	}
 	return buf.Bytes()
 }
+
+// FuzzDecode: whatever the content and its encoding, decoding never yields
+// more than MaxContent bytes, never takes more than a few times the bound
+// and its input in memory, and a budget fed the same content twice never
+// books more than the bound without saying so.
+func FuzzDecode(f *testing.F) {
+	f.Add(uint8(0), []byte("hello"))
+	f.Add(uint8(1), []byte(base64.StdEncoding.EncodeToString([]byte("hello"))))
+	f.Add(uint8(2), hostile.GzipBomb(2))
+	f.Add(uint8(3), []byte(hostile.GzipBombBase64(2)))
+	f.Add(uint8(2), []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00"))
+	encodings := []upstreambootstrapv1.Encoding{"", upstreambootstrapv1.Base64, upstreambootstrapv1.Gzip, upstreambootstrapv1.GzipBase64}
+	f.Fuzz(func(t *testing.T, encoding uint8, content []byte) {
+		enc := encodings[int(encoding)%len(encodings)]
+		var out []byte
+		var err error
+		allocated := hostile.Allocated(func() { out, err = machinechecks.Decode(enc, string(content)) })
+		if err == nil && len(out) > machinechecks.MaxContent {
+			t.Fatalf("%s: decoded %d bytes", enc, len(out))
+		}
+		if limit := uint64(8*machinechecks.MaxContent + 8*len(content)); allocated > limit {
+			t.Fatalf("%s: allocated %d bytes for %d of input", enc, allocated, len(content))
+		}
+		var budget machinechecks.Budget
+		at := field.NewPath("spec", "files")
+		first, second := budget.Decodes(at.Index(0), enc, string(content)), budget.Decodes(at.Index(1), enc, string(content))
+		if (first == nil) != (err == nil) {
+			t.Fatalf("%s: Decode says %v, the budget %v", enc, err, first)
+		}
+		if first == nil && second == nil && 2*len(out) > machinechecks.MaxContent {
+			t.Fatalf("%s: the budget took 2×%d bytes without a word", enc, len(out))
+		}
+	})
+}

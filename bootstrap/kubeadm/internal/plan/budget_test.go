@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -135,4 +136,74 @@ func TestContentWithinTheBoundsPlans(t *testing.T) {
 	if got := p.Files[len(p.Files)-1].Content; got != "x" {
 		t.Errorf("the nested calls rendered %q", got)
 	}
+}
+
+// FuzzContentBudget: a spec of up to 200 files of every kind the budget
+// counts (inline, from a Secret, templated, gzip bombs among them), each
+// from two bytes of fuzz input, either plans with at most MaxContent of
+// content, as written and decoded, or is refused with the file where a
+// bound was reached; it never costs more than a few times the bound.
+func FuzzContentBudget(f *testing.F) {
+	f.Add([]byte{0, 10, 1, 200, 2, 50, 3, 4})
+	f.Add([]byte(strings.Repeat("\x01\xff", 200)))
+	f.Add([]byte(strings.Repeat("\x02\x80", 40)))
+	f.Add([]byte{4, 2, 5, 1, 0, 255})
+	secrets := map[plan.SecretRef][]byte{}
+	for size := range 256 {
+		secrets[plan.SecretRef{Name: "s", Key: fmt.Sprint(size)}] = []byte(strings.Repeat("s", size<<12))
+	}
+	secrets[plan.SecretRef{Name: "s", Key: "bomb"}] = hostile.GzipBomb(64)
+	f.Fuzz(func(t *testing.T, program []byte) {
+		s := hostileSpec(0, upstreambootstrapv1.File{})
+		for i := 0; i+1 < len(program) && len(s.Files) < 200; i += 2 {
+			n := int(program[i+1])
+			file := upstreambootstrapv1.File{Path: fmt.Sprintf("/etc/f%d", len(s.Files))}
+			switch program[i] % 6 {
+			case 0: // inline, up to 10 KiB (the CRD's bound)
+				file.Content = strings.Repeat("i", n*40)
+			case 1: // from a Secret, up to 1 MiB
+				file.ContentFrom = fromSecret(fmt.Sprint(n)).ContentFrom
+			case 2: // templated, up to 255 KiB
+				file.Content, file.ContentFormat = fmt.Sprintf(`{{ range %d }}{{ printf "%%1024d" 0 }}{{ end }}`, n), upstreambootstrapv1.FileContentFormatTemplate
+			case 3: // a gzip bomb from a Secret: 64 MiB
+				file.ContentFrom, file.Encoding = fromSecret("bomb").ContentFrom, upstreambootstrapv1.Gzip
+			case 4: // a templated bomb: n MiB
+				file.Content = fmt.Sprintf(`{{ range %d }}%s{{ end }}`, n, hostile.MemberBase64())
+				file.ContentFormat, file.Encoding = upstreambootstrapv1.FileContentFormatTemplate, upstreambootstrapv1.GzipBase64
+			case 5: // base64 of up to 7 KiB
+				file.Content, file.Encoding = base64.StdEncoding.EncodeToString(make([]byte, n*28)), upstreambootstrapv1.Base64
+			}
+			s.Files = append(s.Files, file)
+		}
+		in := plantest.Input(s, plan.ActionJoin)
+		in.ReadSecret = func(ref plan.SecretRef) ([]byte, error) { return secrets[plan.SecretRef{Name: "s", Key: ref.Key}], nil }
+		var p *plan.Plan
+		var err error
+		allocated := hostile.Allocated(func() { p, err = plan.Build(in) })
+		if limit := uint64(32 * machinechecks.MaxContent); allocated > limit {
+			t.Fatalf("allocated %d MiB, want at most %d (error: %v)", allocated>>20, limit>>20, err)
+		}
+		if err != nil {
+			var te *plan.TemplateError
+			var ce *machinechecks.ContentError
+			if !errors.As(err, &te) && !errors.As(err, &ce) {
+				t.Fatalf("refused with neither a template nor a content error: %v", err)
+			}
+			return
+		}
+		written, decoded := 0, 0
+		for _, f := range p.Files {
+			if f.Kind != plan.FileUser {
+				continue
+			}
+			b, err := f.Bytes()
+			if err != nil {
+				t.Fatalf("%s does not decode, yet it planned: %v", f.Source, err)
+			}
+			written, decoded = written+len(f.Content), decoded+len(b)
+		}
+		if written > machinechecks.MaxContent || decoded > machinechecks.MaxContent {
+			t.Fatalf("planned %d bytes written, %d decoded", written, decoded)
+		}
+	})
 }

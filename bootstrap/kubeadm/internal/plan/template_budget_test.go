@@ -127,3 +127,86 @@ func FuzzTemplateBudget(f *testing.F) {
 		}
 	})
 }
+
+// nestingGrammar builds four templates, t0 to t3, from fuzz input and calls
+// t0: each byte adds to one body (its top two bits) an if, a with or a
+// two-round range, an end, a call of another template, or text. calls[i]
+// lists the templates ti calls.
+func nestingGrammar(program []byte) (text string, calls [4][]int) {
+	var bodies [4]strings.Builder
+	var open [4]int
+	for _, op := range program {
+		i := int(op >> 6)
+		b := &bodies[i]
+		switch arg := int(op & 0x3f); {
+		case arg < 16:
+			b.WriteString([]string{`{{ if 1 }}`, `{{ with 1 }}`, `{{ range 2 }}`}[arg%3])
+			open[i]++
+		case arg < 32:
+			if open[i] > 0 {
+				b.WriteString(`{{ end }}`)
+				open[i]--
+			}
+		case arg < 48:
+			fmt.Fprintf(b, `{{ template "t%d" }}`, arg%4)
+			calls[i] = append(calls[i], arg%4)
+		default:
+			b.WriteString("x")
+		}
+	}
+	var out strings.Builder
+	for i := range bodies {
+		fmt.Fprintf(&out, `{{ define "t%d" }}%s%s{{ end }}`, i, bodies[i].String(), strings.Repeat(`{{ end }}`, open[i]))
+	}
+	out.WriteString(`{{ template "t0" }}`)
+	return out.String(), calls
+}
+
+// cycleFrom reports whether a template reachable from t0 can call itself.
+func cycleFrom(calls [4][]int) bool {
+	var state [4]int // 0 unseen, 1 on the path, 2 done
+	var visit func(i int) bool
+	visit = func(i int) bool {
+		if state[i] == 1 {
+			return true
+		}
+		if state[i] == 2 {
+			return false
+		}
+		state[i] = 1
+		for _, c := range calls[i] {
+			if visit(c) {
+				return true
+			}
+		}
+		state[i] = 2
+		return false
+	}
+	return visit(0)
+}
+
+// FuzzTemplateNesting: templates that nest and call each other either
+// render or fail with a bound, within the allocation budget; every one that
+// can call itself is refused before it runs.
+func FuzzTemplateNesting(f *testing.F) {
+	for _, seed := range [][]byte{
+		{0x20, 0x40 | 0x21, 0x80 | 0x22, 0xc0 | 0x30},             // t0 → t1 → t2 … no cycle
+		{0x21, 0x40 | 0x20},                                       // t0 → t1 → t0
+		{0x00, 0x02, 0x22, 0x10, 0x10},                            // nested if and range calling t2
+		[]byte(strings.Repeat("\x02", 60)),                        // ranges 60 deep
+		{0x40 | 0x21, 0x20, 0x41, 0x42, 0x40 | 0x22, 0x80 | 0x23}, // a chain with ranges
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, program []byte) {
+		text, calls := nestingGrammar(program)
+		var err error
+		allocated := hostile.Allocated(func() { _, err = renderTemplate("/etc/t.conf", text, map[string]any{}, &templateBudget{}) })
+		if allocated > maxTemplateAllocation {
+			t.Fatalf("allocated %d MiB (budget %d MiB), error %v, template %q", allocated>>20, maxTemplateAllocation>>20, err, text)
+		}
+		if cycleFrom(calls) && !errors.Is(err, errTemplateRecursion) && !errors.Is(err, errTemplateDepth) && !errors.Is(err, errTemplateText) {
+			t.Fatalf("a template that calls itself was not refused (%v): %q", err, text)
+		}
+	})
+}
