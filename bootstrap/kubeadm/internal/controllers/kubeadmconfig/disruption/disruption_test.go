@@ -406,19 +406,30 @@ func (f *fixture) createMachines(n int) {
 		case i%2 == 0:
 			spec.Format = bootstrapv1.Ignition
 		}
-		m := &clusterv1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: labels, OwnerReferences: f.clusterOwns()},
-			Spec: clusterv1.MachineSpec{
-				ClusterName: clusterName, Version: kubernetesVersion,
-				Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name}},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachine", Name: name},
-			},
-		}
-		if err := f.client().Create(f.ctx, m); err != nil {
-			return err
-		}
-		return f.client().Create(f.ctx, f.configFor(name, m, "Machine", spec))
+		return f.createMachine(name, labels, spec)
 	}))
+}
+
+// createMachine creates a Machine of the cluster with labels and its
+// KubeadmConfig with spec.
+func (f *fixture) createMachine(name string, labels map[string]string, spec bootstrapv1.KubeadmConfigSpec) error {
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: labels, OwnerReferences: f.clusterOwns()},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: clusterName, Version: kubernetesVersion,
+			Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachine", Name: name},
+		},
+	}
+	if err := f.client().Create(f.ctx, m); err != nil {
+		return err
+	}
+	return f.client().Create(f.ctx, f.configFor(name, m, "Machine", spec))
+}
+
+// createWorker creates a worker Machine and its KubeadmConfig with spec.
+func (f *fixture) createWorker(name string, spec bootstrapv1.KubeadmConfigSpec) error {
+	return f.createMachine(name, map[string]string{clusterv1.ClusterNameLabel: clusterName}, spec)
 }
 
 // createPools creates n MachinePools of one replica whose Node exists (a

@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
@@ -166,22 +165,6 @@ func (f *fixture) unsettled(classes []hostileClass, copies int) []string {
 		}
 	}
 	return out
-}
-
-// createWorker creates a worker Machine and its KubeadmConfig with spec.
-func (f *fixture) createWorker(name string, spec bootstrapv1.KubeadmConfigSpec) error {
-	m := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}, OwnerReferences: f.clusterOwns()},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: clusterName, Version: kubernetesVersion,
-			Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name}},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachine", Name: name},
-		},
-	}
-	if err := f.client().Create(f.ctx, m); err != nil {
-		return err
-	}
-	return f.client().Create(f.ctx, f.configFor(name, m, "Machine", spec))
 }
 
 // shippedMemoryLimit is the manager container's memory limit in the

@@ -198,27 +198,31 @@ func (f *fixture) restoreStatus() {
 // API's Machine controller does once the config has data.
 func (f *fixture) setDataSecretNames() {
 	f.t.Helper()
-	machines := &clusterv1.MachineList{}
-	f.must(f.client().List(f.ctx, machines, client.InNamespace(f.ns)))
-	for i := range machines.Items {
-		m := &machines.Items[i]
-		before := m.DeepCopy()
-		m.Spec.Bootstrap.DataSecretName = ptr.To(m.Name)
-		f.must(f.client().Patch(f.ctx, m, client.MergeFrom(before)))
-	}
+	f.updateMachines(false, func(m *clusterv1.Machine) { m.Spec.Bootstrap.DataSecretName = ptr.To(m.Name) })
 }
 
 // joinMachines gives every Machine its Node, as Cluster API does once the
 // Node exists.
 func (f *fixture) joinMachines() {
 	f.t.Helper()
+	f.updateMachines(true, func(m *clusterv1.Machine) { m.Status.NodeRef = clusterv1.MachineNodeReference{Name: m.Name} })
+}
+
+// updateMachines patches every Machine of the namespace with change, its
+// status when status.
+func (f *fixture) updateMachines(status bool, change func(m *clusterv1.Machine)) {
+	f.t.Helper()
 	machines := &clusterv1.MachineList{}
 	f.must(f.client().List(f.ctx, machines, client.InNamespace(f.ns)))
 	for i := range machines.Items {
 		m := &machines.Items[i]
 		before := m.DeepCopy()
-		m.Status.NodeRef = clusterv1.MachineNodeReference{Name: m.Name}
-		f.must(f.client().Status().Patch(f.ctx, m, client.MergeFrom(before)))
+		change(m)
+		if status {
+			f.must(f.client().Status().Patch(f.ctx, m, client.MergeFrom(before)))
+		} else {
+			f.must(f.client().Patch(f.ctx, m, client.MergeFrom(before)))
+		}
 	}
 }
 
