@@ -68,6 +68,22 @@ generate-manifests: $(CONTROLLER_GEN)
 	rm -rf test/infrastructure/simulated/config/crd
 	$(CONTROLLER_GEN) crd paths=./test/infrastructure/simulated/api/... output:crd:dir=./test/infrastructure/simulated/config/crd
 
+.PHONY: verify
+verify: verify-generate verify-headers verify-fmt ## Check generated files, license headers and formatting.
+
+# Go files of the tree as git sees it: committed, and new ones not ignored.
+GO_FILES = $$(git ls-files --cached --others --exclude-standard '*.go')
+
+.PHONY: verify-headers
+verify-headers: ## Fail if a Go file lacks the license header (hack/boilerplate.go.txt).
+	@missing=$$(for f in $(GO_FILES); do head -n 20 "$$f" | grep -q 'Copyright The cabpk-formats Authors' || echo "$$f"; done); \
+	if [ -n "$$missing" ]; then echo "Go files without the license header of hack/boilerplate.go.txt:"; echo "$$missing"; exit 1; fi
+
+.PHONY: verify-fmt
+verify-fmt: ## Fail if a Go file is not formatted as gofmt formats it.
+	@unformatted=$$(gofmt -l $(GO_FILES)); \
+	if [ -n "$$unformatted" ]; then echo "Go files gofmt would change (gofmt -w them):"; echo "$$unformatted"; exit 1; fi
+
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files differ from what is committed.
 	@if [ -n "$$(git status --porcelain -- bootstrap/kubeadm docs internal test)" ]; then \
@@ -126,7 +142,7 @@ E2E_PKG := ./test/e2e
 # The fuzz targets' seeds and saved inputs (testdata/fuzz) run with the unit
 # tests; fuzzing itself (make fuzz: instrumented builds of every package, ~6
 # minutes cold) is outside make test's 70-minute budget.
-test: tools verify-generate ## Build tools, check generated files, vet, run every test (fuzz seeds included) and the e2e suite.
+test: tools verify ## Build tools, check generated files, headers and formatting, vet, run every test (fuzz seeds included) and the e2e suite.
 	$(call phase,vet)
 	go vet ./...
 	$(call phase,unit and envtest tests)
