@@ -23,7 +23,6 @@ import (
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
@@ -159,13 +158,13 @@ func placeholderSection() string {
 			k, strings.Join(spell, ", "), strings.Join(names, ", "), last)
 	}
 	b.WriteString("\n- `ignition`: when the kubeadm configuration has placeholders, `kubeadm.service` wants and runs after\n")
-	fmt.Fprintf(&b, "  `coreos-metadata.service` (Afterburn) and loads `%s` (and `/run/metadata/coreos`, where older\n", ignitionguard.MetadataEnvFile)
+	fmt.Fprintf(&b, "  `coreos-metadata.service` (Afterburn) and loads `%s` (and `/run/metadata/coreos`, where older\n", bootstrapv1.IgnitionMetadataEnvFile)
 	b.WriteString("  templates' own units write `COREOS_CUSTOM_*`) as its environment; `/etc/kubeadm.sh` fills the placeholders\n")
 	b.WriteString("  before any `preKubeadmCommands`, as cloud-init renders before anything runs. `COREOS_CUSTOM_*` (what a\n")
 	b.WriteString("  provider writes itself) comes first. A key no attribute carries stops the bootstrap with a message naming\n")
 	b.WriteString("  it; a value other than letters, digits and `._:-` too (it would change the YAML around it). Outside kubeadm\n")
 	b.WriteString("  configuration (files, commands, users, mounts, disks, ntp) Ignition writes text verbatim, so cloud-init's\n")
-	fmt.Fprintf(&b, "  instance data there is refused; commands can read `%s` themselves.\n", ignitionguard.MetadataEnvFile)
+	fmt.Fprintf(&b, "  instance data there is refused; commands can read `%s` themselves.\n", bootstrapv1.IgnitionMetadataEnvFile)
 	b.WriteString("- `raw`: the `BootstrapFiles` document lists each placeholder's exact text and metadata key under\n")
 	b.WriteString("  `placeholders`; the agent replaces them in `value` before kubeadm runs (`pkg/rawagent`: `Agent.Metadata`;\n")
 	b.WriteString("  see [raw-format.md](raw-format.md)).\n")

@@ -194,7 +194,7 @@ func validatePlaceholders(spec *bootstrapv1.KubeadmConfigSpec, format bootstrapv
 			if f.InstanceData {
 				errs = append(errs, field.Invalid(f.Path, shownPlaceholder(f.Text), fmt.Sprintf(
 					"Ignition writes this verbatim: the ignition format fills cloud-init's instance data only in kubeadm configuration; "+
-						"commands can read Afterburn's metadata from %s", ignitionguard.MetadataEnvFile)))
+						"commands can read Afterburn's metadata from %s", bootstrapv1.IgnitionMetadataEnvFile)))
 			}
 		}
 	}

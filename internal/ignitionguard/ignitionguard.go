@@ -17,8 +17,9 @@ limitations under the License.
 // Package ignitionguard keeps extra Ignition configuration (Butane or a
 // Container Linux Config merged on top of the bootstrap, where the user's
 // side wins) from replacing, disabling or removing what the bootstrap needs.
-// Admission refuses a conflict with both paths named; the Ignition renderer
-// takes its paths from here so the two cannot drift apart.
+// Admission refuses a conflict with both paths named; the guard and the
+// Ignition renderer take the paths from the API package, so the two cannot
+// drift apart.
 package ignitionguard
 
 import (
@@ -27,22 +28,8 @@ import (
 	"strings"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
-)
 
-// The bootstrap's own paths and unit on a Flatcar machine.
-const (
-	// ConfigPath is where kubeadm's configuration goes. Ignition runs before
-	// /run is mounted, so the upstream /run/kubeadm paths would be hidden.
-	ConfigPath = "/etc/kubeadm.yml"
-	// ScriptPath is the script the kubeadm unit runs.
-	ScriptPath = "/etc/kubeadm.sh"
-	// DoneMarker makes the unit run once: it is written right after kubeadm succeeds.
-	DoneMarker = "/etc/kubeadm.done"
-	// UnitName is the oneshot unit that bootstraps the node.
-	UnitName = "kubeadm.service"
-	// MetadataEnvFile is where Flatcar's Afterburn (coreos-metadata.service)
-	// writes the machine's metadata as environment variables.
-	MetadataEnvFile = "/run/metadata/flatcar"
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
 
 // protectedDirs hold what kubeadm and Cluster API read: the cluster's
@@ -51,7 +38,7 @@ var protectedDirs = []string{"/etc/kubernetes/pki", "/run/cluster-api"}
 
 func protected(p string) bool {
 	p = path.Clean(p)
-	if p == ConfigPath || p == ScriptPath || p == DoneMarker {
+	if p == bootstrapv1.IgnitionKubeadmConfigPath || p == bootstrapv1.IgnitionKubeadmScriptPath || p == bootstrapv1.IgnitionKubeadmDoneMarker {
 		return true
 	}
 	for _, d := range protectedDirs {
@@ -84,16 +71,16 @@ func Conflicts(extra types.Config, where string) []string {
 		}
 	}
 	for i, u := range extra.Systemd.Units {
-		if u.Name != UnitName {
+		if u.Name != bootstrapv1.IgnitionKubeadmUnit {
 			continue
 		}
 		switch {
 		case u.Contents != nil:
-			out = append(out, fmt.Sprintf("%s: systemd.units[%d] replaces %s, the unit that runs kubeadm (extend it with a drop-in instead)", where, i, UnitName))
+			out = append(out, fmt.Sprintf("%s: systemd.units[%d] replaces %s, the unit that runs kubeadm (extend it with a drop-in instead)", where, i, bootstrapv1.IgnitionKubeadmUnit))
 		case u.Enabled != nil && !*u.Enabled:
-			out = append(out, fmt.Sprintf("%s: systemd.units[%d] disables %s, the unit that runs kubeadm", where, i, UnitName))
+			out = append(out, fmt.Sprintf("%s: systemd.units[%d] disables %s, the unit that runs kubeadm", where, i, bootstrapv1.IgnitionKubeadmUnit))
 		case u.Mask != nil && *u.Mask:
-			out = append(out, fmt.Sprintf("%s: systemd.units[%d] masks %s, the unit that runs kubeadm", where, i, UnitName))
+			out = append(out, fmt.Sprintf("%s: systemd.units[%d] masks %s, the unit that runs kubeadm", where, i, bootstrapv1.IgnitionKubeadmUnit))
 		}
 	}
 	return out

@@ -220,7 +220,7 @@ func (w *workloadCluster) expectNodes(machines []clusterv1.Machine) []corev1.Nod
 func (w *workloadCluster) managedTokens() []string {
 	w.t.Helper()
 	secrets, err := w.workloadClient().CoreV1().Secrets(metav1.NamespaceSystem).List(context.Background(), metav1.ListOptions{
-		LabelSelector: "bootstrap.cluster.x-k8s.io/kubeadm-config-uid"})
+		LabelSelector: bootstrapv1.BootstrapTokenConfigUIDLabel})
 	if err != nil {
 		w.t.Fatalf("listing workload bootstrap tokens: %v", err)
 	}

@@ -371,7 +371,7 @@ func expectClassRefusals(t *testing.T) {
 		want    []string
 	}{
 		{gated, []string{"spec.kubeadmConfigSpec.format", "KubeadmBootstrapFormatIgnition"}},
-		{contradicting, []string{"bootstrap.cluster.x-k8s.io/format", "contradicts"}},
+		{contradicting, []string{bootstrapv1.FormatAnnotation, "contradicts"}},
 	} {
 		tc.cluster.Labels = map[string]string{clusterv1.ClusterNameLabel: tc.cluster.Name}
 		if err := st.Client.Create(ctx, tc.cluster); err != nil {

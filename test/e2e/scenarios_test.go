@@ -109,8 +109,8 @@ func TestIgnitionCluster(t *testing.T) {
 	if out := w.onHost("ignition-cp-0", "cat", "/etc/sudoers.d/jane_doe"); !strings.HasPrefix(out, "jane.doe ALL=") {
 		t.Errorf("sudoers drop-in: %q", out)
 	}
-	if out := w.onHost("ignition-cp-0", "sh", "-c", "test -e /etc/kubeadm.yml && echo present || echo absent"); strings.TrimSpace(out) != "absent" {
-		t.Errorf("/etc/kubeadm.yml (the bootstrap token) is %s after kubeadm succeeded", out)
+	if out := w.onHost("ignition-cp-0", "sh", "-c", "test -e "+bootstrapv1.IgnitionKubeadmConfigPath+" && echo present || echo absent"); strings.TrimSpace(out) != "absent" {
+		t.Errorf("%s (the bootstrap token) is %s after kubeadm succeeded", bootstrapv1.IgnitionKubeadmConfigPath, out)
 	}
 }
 

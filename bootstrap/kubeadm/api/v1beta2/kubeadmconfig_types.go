@@ -39,21 +39,6 @@ const (
 // Formats lists every supported format, in documentation order.
 var Formats = []Format{CloudConfig, Ignition, Raw}
 
-// Annotations that choose what a KubeadmConfig renders where its spec cannot
-// say it: KubeadmControlPlane's spec allows only cloud-config and ignition
-// and rolls its machines out on any spec difference, but it copies
-// spec.machineTemplate.metadata's annotations onto every KubeadmConfig it
-// creates (and keeps them in sync without a rollout). The spec KCP wrote
-// stays as it wrote it; docs/topologies.md describes both.
-const (
-	// FormatAnnotation chooses the format of a KubeadmConfig whose spec has
-	// the default, cloud-config (e.g. "raw" for a KCP control plane).
-	FormatAnnotation = "bootstrap.cluster.x-k8s.io/format"
-	// IgnitionButaneAnnotation carries a Butane document used as
-	// spec.ignition.butane.additionalConfig when the format is ignition.
-	IgnitionButaneAnnotation = "bootstrap.cluster.x-k8s.io/ignition-butane"
-)
-
 // EffectiveFormat returns the format the spec asks for, applying the default.
 func (s *KubeadmConfigSpec) EffectiveFormat() Format {
 	if s.Format == "" {

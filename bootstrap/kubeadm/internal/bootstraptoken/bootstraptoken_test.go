@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 )
 
@@ -70,7 +71,7 @@ func TestCreateIsIdempotentPerOwnerAndPrevious(t *testing.T) {
 		t.Fatalf("a retry must find the first token: %v %v", again, err)
 	}
 	s := tokenSecret(t, c, first.ID)
-	if s.Type != bootstrapapi.SecretTypeBootstrapToken || s.Labels[bootstraptoken.OwnerUIDLabel] != "uid-1" ||
+	if s.Type != bootstrapapi.SecretTypeBootstrapToken || s.Labels[bootstrapv1.BootstrapTokenConfigUIDLabel] != "uid-1" ||
 		string(s.Data[bootstrapapi.BootstrapTokenExtraGroupsKey]) != "system:bootstrappers:kubeadm:default-node-token" {
 		t.Errorf("token secret: %+v", s)
 	}
@@ -193,7 +194,7 @@ func TestUpstreamAndHandMadeTokens(t *testing.T) {
 		}
 		return bootstraptoken.Token{ID: id, Secret: secret}
 	}
-	upstream := put("up0000", "0123456789abcdef", bootstraptoken.Description)
+	upstream := put("up0000", "0123456789abcdef", bootstrapv1.BootstrapTokenDescription)
 	handMade := put("hand00", "0123456789abcdef", "made with kubeadm token create")
 	if found, err := m.Find(ctx, upstream); err != nil || found != bootstraptoken.MadeByProvider {
 		t.Fatalf("upstream's token: %v %v", found, err)

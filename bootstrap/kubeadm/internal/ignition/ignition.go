@@ -42,8 +42,8 @@ import (
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
@@ -54,10 +54,10 @@ const (
 	SpecVersion = "3.4.0"
 
 	// The bootstrap's paths and unit, shared with admission's guard.
-	ConfigPath = ignitionguard.ConfigPath
-	ScriptPath = ignitionguard.ScriptPath
-	DoneMarker = ignitionguard.DoneMarker
-	UnitName   = ignitionguard.UnitName
+	ConfigPath = bootstrapv1.IgnitionKubeadmConfigPath
+	ScriptPath = bootstrapv1.IgnitionKubeadmScriptPath
+	DoneMarker = bootstrapv1.IgnitionKubeadmDoneMarker
+	UnitName   = bootstrapv1.IgnitionKubeadmUnit
 
 	timesyncdDropin = "/etc/systemd/timesyncd.conf.d/10-cluster-api.conf"
 	timesyncdUnit   = "systemd-timesyncd.service"

@@ -21,8 +21,8 @@ import (
 	"strings"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
@@ -31,7 +31,7 @@ import (
 // MetadataEnvFile. kubeadm.service loads that file when the kubeadm
 // configuration has placeholders, and the script fills them before kubeadm runs.
 const (
-	MetadataEnvFile = ignitionguard.MetadataEnvFile
+	MetadataEnvFile = bootstrapv1.IgnitionMetadataEnvFile
 	metadataUnit    = "coreos-metadata.service"
 	// legacyMetadataEnvFile is where older templates' own units write COREOS_CUSTOM_*.
 	legacyMetadataEnvFile = "/run/metadata/coreos"

@@ -35,6 +35,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
 
 // informationKey and holder are the ConfigMap's content as upstream writes it.
@@ -43,9 +45,6 @@ const informationKey = "lock-information"
 type holder struct {
 	MachineName string `json:"machineName"`
 }
-
-// Name is the lock's ConfigMap for a cluster.
-func Name(clusterName string) string { return clusterName + "-lock" }
 
 // Lock is the init lock of the clusters it is asked about.
 type Lock struct {
@@ -58,7 +57,7 @@ type Lock struct {
 // Acquire reports whether machine holds cluster's lock, taking it when it is
 // free or its holder no longer exists.
 func (l Lock) Acquire(ctx context.Context, cluster *clusterv1.Cluster, machine *clusterv1.Machine) bool {
-	log := ctrl.LoggerFrom(ctx, "ConfigMap", klog.KRef(cluster.Namespace, Name(cluster.Name)))
+	log := ctrl.LoggerFrom(ctx, "ConfigMap", klog.KRef(cluster.Namespace, bootstrapv1.InitLockName(cluster.Name)))
 	cm, who, err := l.read(ctx, cluster)
 	if err != nil {
 		log.Error(err, "Reading the control-plane init lock")
@@ -89,7 +88,7 @@ func (l Lock) Acquire(ctx context.Context, cluster *clusterv1.Cluster, machine *
 	err = l.Writer.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: cluster.Namespace,
-			Name:      Name(cluster.Name),
+			Name:      bootstrapv1.InitLockName(cluster.Name),
 			Labels:    map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
@@ -125,7 +124,7 @@ func (l Lock) Release(ctx context.Context, cluster *clusterv1.Cluster, machine *
 // read returns the lock and its holder's name ("" when unreadable), or nil.
 func (l Lock) read(ctx context.Context, cluster *clusterv1.Cluster) (*corev1.ConfigMap, string, error) {
 	cm := &corev1.ConfigMap{}
-	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: Name(cluster.Name)}, cm)
+	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: bootstrapv1.InitLockName(cluster.Name)}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, "", nil

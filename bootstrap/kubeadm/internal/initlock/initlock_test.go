@@ -31,6 +31,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/locking"
 
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
 )
 
@@ -58,7 +59,7 @@ func setup(t *testing.T) (client.Client, *clusterv1.Cluster, func(name string) *
 func holder(t *testing.T, c client.Client) string {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: initlock.Name("c")}, cm); err != nil {
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: bootstrapv1.InitLockName("c")}, cm); err != nil {
 		return ""
 	}
 	return cm.Data["lock-information"]

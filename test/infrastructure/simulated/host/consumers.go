@@ -26,7 +26,7 @@ import (
 	"strings"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/pkg/rawagent"
 )
 
@@ -99,7 +99,7 @@ func (ignition) run(ctx context.Context, m *machine) error {
 		return err
 	}
 	// What Flatcar's coreos-metadata.service (Afterburn) writes on OpenStack.
-	if err := writeFile(ignitionguard.MetadataEnvFile, afterburnAttributes(m.metadata()), 0o644); err != nil {
+	if err := writeFile(bootstrapv1.IgnitionMetadataEnvFile, afterburnAttributes(m.metadata()), 0o644); err != nil {
 		return err
 	}
 	common := []string{"-platform", "file", "-root", "/", "-log-to-stdout",

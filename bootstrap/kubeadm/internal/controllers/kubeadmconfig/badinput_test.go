@@ -78,7 +78,7 @@ func badInputs() []badInput {
 					ContentFrom: upstreambootstrapv1.FileSource{Secret: upstreambootstrapv1.SecretFileSource{Name: "app", Key: "conf"}}}))
 				return cfg
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonReferencedSecretNotFound, waits: true,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, waits: true,
 			fix: func(f *fixture, _ *bootstrapv1.KubeadmConfig) { f.secret("app", map[string]string{"conf": "x=1"}) },
 		},
 		{
@@ -90,7 +90,7 @@ func badInputs() []badInput {
 				_, cfg := f.machine("w", false, s)
 				return cfg
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonReferencedSecretNotFound, waits: true,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, waits: true,
 		},
 		{
 			name: "cluster gone",
@@ -104,7 +104,7 @@ func badInputs() []badInput {
 				f.create(m)
 				return f.config("orphan", m, joinSpec(bootstrapv1.CloudConfig, false))
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonClusterNotFound,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigClusterNotFoundReason,
 		},
 		{
 			name: "owner gone",
@@ -112,7 +112,7 @@ func badInputs() []badInput {
 				ghost := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "ghost", UID: "4c1c4c6e-0000-0000-0000-000000000000"}}
 				return f.config("ghost", ghost, joinSpec(bootstrapv1.CloudConfig, false))
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonOwnerNotFound,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigOwnerNotFoundReason,
 		},
 		{
 			name: "workload cluster unreachable",
@@ -123,7 +123,7 @@ func badInputs() []badInput {
 			reconciler: func(f *fixture) *kubeadmconfig.Reconciler {
 				return f.reconciler(clustercache.NewFakeEmptyClusterCache(), allGates(f.t))
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonWorkloadClusterUnreachable, waits: true,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigWorkloadClusterUnreachableReason, waits: true,
 		},
 		{
 			name: "Kubernetes version kubeadm cannot configure",
@@ -136,7 +136,7 @@ func badInputs() []badInput {
 				}
 				return cfg
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonInvalidKubernetesVersion,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigInvalidKubernetesVersionReason,
 		},
 		{
 			name: "template that never ends",
@@ -145,7 +145,7 @@ func badInputs() []badInput {
 					ContentFormat: upstreambootstrapv1.FileContentFormatTemplate}))
 				return cfg
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonTemplateFailed,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigFileTemplateFailedReason,
 		},
 		{
 			name: "renderer refuses the plan",
@@ -158,7 +158,7 @@ func badInputs() []badInput {
 					ContentFrom: upstreambootstrapv1.FileSource{Secret: upstreambootstrapv1.SecretFileSource{Name: "b64", Key: "k"}}}))
 				return cfg
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonRenderFailed,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigRenderFailedReason,
 		},
 		{
 			name: "content over the budget",
@@ -169,7 +169,7 @@ func badInputs() []badInput {
 				_, cfg := f.machine("w", false, withFiles(upstreambootstrapv1.File{Path: "/etc/a", ContentFrom: from}, upstreambootstrapv1.File{Path: "/etc/b", ContentFrom: from}))
 				return cfg
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonContentTooLarge,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigContentTooLargeReason,
 		},
 		{
 			name: "data larger than a Secret holds",
@@ -183,7 +183,7 @@ func badInputs() []badInput {
 				_, cfg := f.machine("w", false, s)
 				return cfg
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonDataTooLarge,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason,
 		},
 		{
 			name: "format gate off on the controller",
@@ -194,7 +194,7 @@ func badInputs() []badInput {
 			reconciler: func(f *fixture) *kubeadmconfig.Reconciler {
 				return f.reconciler(nil, feature.NewFeatureGates())
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonFormatDisabled,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigFormatFeatureDisabledReason,
 		},
 		{
 			name: "MachinePool gate off",
@@ -209,7 +209,7 @@ func badInputs() []badInput {
 				}
 				return f.reconciler(nil, g)
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonMachinePoolDisabled,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigMachinePoolFeatureDisabledReason,
 		},
 		{
 			name: "a Secret of the data secret's name belongs to someone else",
@@ -218,7 +218,7 @@ func badInputs() []badInput {
 				_, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
 				return cfg
 			},
-			condition: dataCondition, reason: kubeadmconfig.ReasonDataSecretConflict,
+			condition: dataCondition, reason: bootstrapv1.KubeadmConfigDataSecretConflictReason,
 		},
 		{
 			name: "cluster certificates missing",
@@ -229,7 +229,7 @@ func badInputs() []badInput {
 				_, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
 				return cfg
 			},
-			condition: upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, reason: kubeadmconfig.ReasonCertificatesMissing, waits: true,
+			condition: upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, reason: bootstrapv1.KubeadmConfigCertificatesMissingReason, waits: true,
 			fix: func(f *fixture, _ *bootstrapv1.KubeadmConfig) { f.clusterCertificates() },
 		},
 	}
@@ -284,7 +284,7 @@ func TestBadInputsGiveConditions(t *testing.T) {
 			sec := &corev1.Secret{}
 			err = mgmt.Client.Get(f.ctx, client.ObjectKeyFromObject(cfg), sec)
 			switch {
-			case tc.reason == kubeadmconfig.ReasonDataSecretConflict:
+			case tc.reason == bootstrapv1.KubeadmConfigDataSecretConflictReason:
 				if err != nil || string(sec.Data["value"]) != "not ours" || len(sec.OwnerReferences) != 0 {
 					t.Errorf("someone else's Secret was changed: %v %+v", err, sec)
 				}

@@ -25,56 +25,17 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	v1beta1conditions "sigs.k8s.io/cluster-api/util/conditions/deprecated/v1beta1"
-)
 
-// Reasons of the DataSecretAvailable and CertificatesAvailable conditions.
-// Every state a KubeadmConfig can wait or fail in has its own reason, so
-// `kubectl get kubeadmconfig -o wide` and alerts can tell them apart; the
-// message says what to do. Upstream's reasons keep their names.
-const (
-	// ReasonDataSecretAvailable is upstream's: the data secret exists.
-	ReasonDataSecretAvailable = upstreambootstrapv1.KubeadmConfigDataSecretAvailableReason
-	// ReasonCertificatesAvailable is upstream's: the cluster certificates were found or generated.
-	ReasonCertificatesAvailable = upstreambootstrapv1.KubeadmConfigCertificatesAvailableReason
-	// ReasonInternalError is upstream's: an API call failed; the controller retries.
-	ReasonInternalError = upstreambootstrapv1.KubeadmConfigCertificatesAvailableInternalErrorReason
-
-	ReasonOwnerNotFound                  = "OwnerNotFound"
-	ReasonMachinePoolDisabled            = "MachinePoolFeatureDisabled"
-	ReasonClusterNotFound                = "ClusterNotFound"
-	ReasonWaitingForInfrastructure       = "WaitingForClusterInfrastructure"
-	ReasonWaitingForControlPlaneInit     = "WaitingForControlPlaneInitialization"
-	ReasonWaitingForInitLock             = "WaitingForInitLock"
-	ReasonWaitingForControlPlaneEndpoint = "WaitingForControlPlaneEndpoint"
-	ReasonInvalidKubernetesVersion       = "InvalidKubernetesVersion"
-	ReasonFormatDisabled                 = "FormatFeatureDisabled"
-	ReasonReferencedSecretNotFound       = "ReferencedSecretNotFound"
-	ReasonControlPlaneVersionUnavailable = "ControlPlaneVersionUnavailable"
-	ReasonTemplateFailed                 = "FileTemplateFailed"
-	ReasonWorkloadClusterUnreachable     = "WorkloadClusterUnreachable"
-	ReasonBootstrapTokenFailed           = "BootstrapTokenFailed"
-	ReasonInvalidConfiguration           = "InvalidConfiguration"
-	ReasonRenderFailed                   = "RenderFailed"
-	ReasonContentTooLarge                = "ContentTooLarge"
-	ReasonDataSecretConflict             = "DataSecretConflict"
-	ReasonDataSecretMissing              = "DataSecretMissing"
-	ReasonCertificatesMissing            = "CertificatesMissing"
-	ReasonCertificatesCorrupted          = "CertificatesCorrupted"
-
-	// ConditionDataSizeWithinLimit says whether the bootstrap data fits the
-	// size the manager was told the infrastructure takes (--bootstrap-data-size-limit).
-	ConditionDataSizeWithinLimit = "BootstrapDataSizeWithinLimit"
-	ReasonDataSizeWithinLimit    = "WithinLimit"
-	ReasonDataTooLarge           = "BootstrapDataTooLarge"
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
 
 // waitingReasons are states that end by themselves (Info severity in the
 // v1beta1 conditions); every other False reason needs someone to act.
 var waitingReasons = map[string]bool{
-	ReasonOwnerNotFound: true, ReasonClusterNotFound: true, ReasonWaitingForInfrastructure: true,
-	ReasonWaitingForControlPlaneInit: true, ReasonWaitingForInitLock: true, ReasonWaitingForControlPlaneEndpoint: true,
-	ReasonWorkloadClusterUnreachable: true, ReasonCertificatesMissing: true, ReasonControlPlaneVersionUnavailable: true,
-	ReasonInternalError: true,
+	bootstrapv1.KubeadmConfigOwnerNotFoundReason: true, bootstrapv1.KubeadmConfigClusterNotFoundReason: true, bootstrapv1.KubeadmConfigWaitingForClusterInfrastructureReason: true,
+	bootstrapv1.KubeadmConfigWaitingForControlPlaneInitReason: true, bootstrapv1.KubeadmConfigWaitingForInitLockReason: true, bootstrapv1.KubeadmConfigWaitingForControlPlaneEndpointReason: true,
+	bootstrapv1.KubeadmConfigWorkloadClusterUnreachableReason: true, bootstrapv1.KubeadmConfigCertificatesMissingReason: true, bootstrapv1.KubeadmConfigControlPlaneVersionUnavailableReason: true,
+	bootstrapv1.KubeadmConfigInternalErrorReason: true,
 }
 
 // setCondition sets a v1beta2 condition and its v1beta1 twin (status.deprecated),
@@ -105,7 +66,7 @@ func (s *scope) dataNotAvailable(reason, format string, args ...any) {
 }
 
 func (s *scope) dataAvailable() {
-	s.setCondition(upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, metav1.ConditionTrue, ReasonDataSecretAvailable, "")
+	s.setCondition(upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, metav1.ConditionTrue, bootstrapv1.KubeadmConfigDataSecretAvailableReason, "")
 }
 
 func (s *scope) certificatesNotAvailable(status metav1.ConditionStatus, reason, format string, args ...any) {
@@ -113,7 +74,7 @@ func (s *scope) certificatesNotAvailable(status metav1.ConditionStatus, reason, 
 }
 
 func (s *scope) certificatesAvailable() {
-	s.setCondition(upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, metav1.ConditionTrue, ReasonCertificatesAvailable, "")
+	s.setCondition(upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, metav1.ConditionTrue, bootstrapv1.KubeadmConfigCertificatesAvailableReason, "")
 }
 
 // summarize computes Ready from the other conditions, as upstream does, for

@@ -226,10 +226,10 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	var missing *ownerNotFoundError
 	switch {
 	case errors.As(err, &missing):
-		s.dataNotAvailable(ReasonOwnerNotFound, "Waiting for the %s %s that owns this KubeadmConfig: not found", missing.kind, missing.name)
+		s.dataNotAvailable(bootstrapv1.KubeadmConfigOwnerNotFoundReason, "Waiting for the %s %s that owns this KubeadmConfig: not found", missing.kind, missing.name)
 		return ctrl.Result{}, nil
 	case errors.Is(err, errPoolsDisabled):
-		r.refuse(s, ReasonMachinePoolDisabled, "%v (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
+		r.refuse(s, bootstrapv1.KubeadmConfigMachinePoolFeatureDisabledReason, "%v (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
 			err, feature.MachinePool, feature.EnvVar(feature.MachinePool))
 		return ctrl.Result{}, nil
 	case err != nil:
@@ -247,7 +247,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	s.cluster = &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: o.clusterName()}, s.cluster); err != nil {
 		if apierrors.IsNotFound(err) {
-			s.dataNotAvailable(ReasonClusterNotFound, "Cluster %s, named by %s, not found", o.clusterName(), o)
+			s.dataNotAvailable(bootstrapv1.KubeadmConfigClusterNotFoundReason, "Cluster %s, named by %s, not found", o.clusterName(), o)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err

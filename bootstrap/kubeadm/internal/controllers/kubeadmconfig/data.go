@@ -44,31 +44,6 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 )
 
-const (
-	// TokenIDAnnotation on a data secret names the bootstrap token (its public
-	// ID) the data carries when a provider made it: this one looks after it
-	// until the owner joins (tokens.go).
-	TokenIDAnnotation = "bootstrap.cluster.x-k8s.io/bootstrap-token-id"
-	// TokenHashAnnotation beside it is that token's Hash, secret half
-	// included: the spec's token is the data's only if the hashes agree.
-	TokenHashAnnotation = "bootstrap.cluster.x-k8s.io/bootstrap-token-sha256"
-	// TokenKey in a data secret held the token in earlier versions of this
-	// provider; the spec holds it now (read once, to move it there).
-	TokenKey = "bootstrap-token"
-	// ConfigGenerationAnnotation on a data secret is the generation of the
-	// KubeadmConfig it was rendered from: a MachinePool's data is rendered
-	// again when its config's spec changes (ClusterClass patches a pool's
-	// config in place), so that the pool's next instances get the change.
-	ConfigGenerationAnnotation = "bootstrap.cluster.x-k8s.io/config-generation"
-)
-
-// Event reasons.
-const (
-	EventInitData       = "ControlPlaneInitData"
-	EventDataUpdated    = "BootstrapDataUpdated"
-	EventDataSecretGone = ReasonDataSecretMissing
-)
-
 // reconcileData produces the data secret of a config that has none.
 func (r *Reconciler) reconcileData(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if written, err := r.writtenBefore(ctx, s); err != nil || written {
@@ -76,7 +51,7 @@ func (r *Reconciler) reconcileData(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{RequeueAfter: cacheLag}, err
 	}
 	if !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
-		s.dataNotAvailable(ReasonWaitingForInfrastructure, "Waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
+		s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForClusterInfrastructureReason, "Waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
 		return ctrl.Result{}, nil
 	}
 	action, err := r.action(ctx, s)
@@ -121,7 +96,7 @@ func (r *Reconciler) writeData(ctx context.Context, s *scope, action plan.Action
 	s.dataAvailable()
 	ctrl.LoggerFrom(ctx).Info("Created the bootstrap data secret", "action", action, "format", out.data.Format)
 	if action == plan.ActionInit {
-		r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventInitData, "Bootstrap",
+		r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, bootstrapv1.ControlPlaneInitDataEvent, "Bootstrap",
 			"%s initializes the control plane of Cluster %s", s.owner, s.cluster.Name)
 	}
 	if out.token == nil {
@@ -182,11 +157,11 @@ func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action) (
 		return nil, stop(ctrl.Result{})
 	}
 	if out.data, err = bootstrapdata.Render(p); err != nil {
-		r.refuse(s, ReasonRenderFailed, "The %s renderer refused the configuration: %v", p.Format, err)
+		r.refuse(s, bootstrapv1.KubeadmConfigRenderFailedReason, "The %s renderer refused the configuration: %v", p.Format, err)
 		return nil, stop(ctrl.Result{})
 	}
 	if size := secretSize(out.data.SecretData()); size > maxSecretSize {
-		r.refuse(s, ReasonDataTooLarge, "The %s bootstrap data is %d bytes, more than the %d bytes a Secret can hold: "+
+		r.refuse(s, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason, "The %s bootstrap data is %d bytes, more than the %d bytes a Secret can hold: "+
 			"move content out of the spec (files from secrets the machine fetches)", p.Format, size, maxSecretSize)
 		return nil, stop(ctrl.Result{})
 	}
@@ -201,17 +176,17 @@ func planRefusal(err error) string {
 	var ce *machinechecks.ContentError
 	switch {
 	case errors.As(err, &te):
-		return ReasonTemplateFailed
+		return bootstrapv1.KubeadmConfigFileTemplateFailedReason
 	case errors.As(err, &ve):
-		return ReasonInvalidKubernetesVersion
+		return bootstrapv1.KubeadmConfigInvalidKubernetesVersionReason
 	case errors.As(err, &ce) && ce.OverBudget:
-		return ReasonContentTooLarge
+		return bootstrapv1.KubeadmConfigContentTooLargeReason
 	case errors.As(err, &ce):
 		// Content from a Secret that does not decode (admission checks
 		// what is inline).
-		return ReasonRenderFailed
+		return bootstrapv1.KubeadmConfigRenderFailedReason
 	}
-	return ReasonInvalidConfiguration
+	return bootstrapv1.KubeadmConfigInvalidConfigurationReason
 }
 
 // maxSecretSize is the most data a Secret holds: the API server refuses
@@ -231,19 +206,19 @@ func secretSize(data map[string][]byte) int {
 // the condition and event say why a machine may not get it.
 func (r *Reconciler) checkSize(s *scope, d *bootstrapdata.Data) {
 	if r.DataSizeLimit <= 0 {
-		s.deleteCondition(ConditionDataSizeWithinLimit)
+		s.deleteCondition(bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitCondition)
 		return
 	}
 	size := d.Size()
 	if size <= r.DataSizeLimit {
-		s.setCondition(ConditionDataSizeWithinLimit, metav1.ConditionTrue, ReasonDataSizeWithinLimit, "")
+		s.setCondition(bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitCondition, metav1.ConditionTrue, bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitReason, "")
 		return
 	}
 	hint := "set spec.gzipUserData: true to compress it, or move content out of the spec (files from secrets the machine fetches)"
 	if ptr.Deref(s.cfg.Spec.GzipUserData, false) || d.Format == bootstrapv1.Raw {
 		hint = "move content out of the spec (files from secrets the machine fetches)"
 	}
-	r.warn(s, ConditionDataSizeWithinLimit, ReasonDataTooLarge,
+	r.warn(s, bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitCondition, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason,
 		"The %s bootstrap data is %d bytes, over the limit of %d bytes (--bootstrap-data-size-limit); the infrastructure may refuse it: %s",
 		d.Format, size, r.DataSizeLimit, hint)
 }
@@ -280,7 +255,7 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 		Type: clusterv1.ClusterSecretType,
 		Data: out.data.SecretData(),
 	}
-	sec.Annotations = map[string]string{ConfigGenerationAnnotation: strconv.FormatInt(s.cfg.Generation, 10)}
+	sec.Annotations = map[string]string{bootstrapv1.ConfigGenerationAnnotation: strconv.FormatInt(s.cfg.Generation, 10)}
 	if out.token != nil {
 		sec.Annotations = mergeMaps(sec.Annotations, tokenAnnotations(*out.token))
 	}
@@ -289,7 +264,7 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 
 // tokenAnnotations record on a data secret the token its data carries.
 func tokenAnnotations(tok bootstraptoken.Token) map[string]string {
-	return map[string]string{TokenIDAnnotation: tok.ID, TokenHashAnnotation: tok.Hash()}
+	return map[string]string{bootstrapv1.BootstrapTokenIDAnnotation: tok.ID, bootstrapv1.BootstrapTokenHashAnnotation: tok.Hash()}
 }
 
 // putDataSecret writes out to the config's data secret: created, or, when a
@@ -312,14 +287,14 @@ func (r *Reconciler) putDataSecret(ctx context.Context, s *scope, out *rendered,
 		}
 	}
 	if why := cannotTake(existing, s.cfg); why != "" {
-		r.refuse(s, ReasonDataSecretConflict, "Secret %s already exists and %s; it is not overwritten", klog.KObj(existing), why)
+		r.refuse(s, bootstrapv1.KubeadmConfigDataSecretConflictReason, "Secret %s already exists and %s; it is not overwritten", klog.KObj(existing), why)
 		return stop(ctrl.Result{})
 	}
 	existing.Labels = mergeMaps(existing.Labels, want.Labels)
 	existing.Annotations = mergeMaps(existing.Annotations, want.Annotations)
 	if out.token == nil {
-		delete(existing.Annotations, TokenIDAnnotation)
-		delete(existing.Annotations, TokenHashAnnotation)
+		delete(existing.Annotations, bootstrapv1.BootstrapTokenIDAnnotation)
+		delete(existing.Annotations, bootstrapv1.BootstrapTokenHashAnnotation)
 	}
 	existing.OwnerReferences = util.EnsureOwnerRef(dropControllers(existing.OwnerReferences), want.OwnerReferences[0])
 	existing.Data = want.Data
@@ -428,7 +403,7 @@ func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) (ctrl.Resul
 // it was recorded) count as current: rendering every pool again on upgrade
 // would change data nobody asked to change.
 func poolSpecChanged(s *scope, sec *corev1.Secret) bool {
-	recorded, ok := sec.Annotations[ConfigGenerationAnnotation]
+	recorded, ok := sec.Annotations[bootstrapv1.ConfigGenerationAnnotation]
 	return s.owner.pool != nil && ok && recorded != strconv.FormatInt(s.cfg.Generation, 10)
 }
 
@@ -451,7 +426,7 @@ func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secr
 	sec.Annotations = existing.Annotations
 	s.dataAvailable()
 	ctrl.LoggerFrom(ctx).Info("Rendered the MachinePool's data again", "generation", s.cfg.Generation, "format", out.data.Format)
-	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventDataUpdated, "Bootstrap",
+	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, bootstrapv1.BootstrapDataUpdatedEvent, "Bootstrap",
 		"Rendered the data of %s again (%s) for its next instances: its KubeadmConfig changed (generation %d)", s.owner, out.data.Format, s.cfg.Generation)
 	return nil
 }
@@ -465,12 +440,12 @@ func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.Ob
 		// provider reports it too (operators delete bootstrap secrets after
 		// boot; a False here would make healthy Machines unavailable).
 		if !r.checks.seenGone(client.ObjectKeyFromObject(s.cfg)) {
-			r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeNormal, EventDataSecretGone, "Bootstrap",
+			r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeNormal, bootstrapv1.DataSecretMissingEvent, "Bootstrap",
 				"The data secret %s was deleted after %s used it; nothing to do", key, s.owner)
 		}
 		return ctrl.Result{}, nil
 	}
-	r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, EventDataSecretGone, "Bootstrap", "The data secret %s was deleted before %s joined; writing it again", key, s.owner)
+	r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, bootstrapv1.DataSecretMissingEvent, "Bootstrap", "The data secret %s was deleted before %s joined; writing it again", key, s.owner)
 	return r.reconcileData(ctx, s)
 }
 
@@ -486,7 +461,7 @@ func (r *Reconciler) ensureControllerRef(ctx context.Context, s *scope, sec *cor
 		return nil
 	}
 	if why := cannotTake(sec, s.cfg); why != "" {
-		s.dataNotAvailable(ReasonDataSecretConflict, "Secret %s %s", klog.KObj(sec), why)
+		s.dataNotAvailable(bootstrapv1.KubeadmConfigDataSecretConflictReason, "Secret %s %s", klog.KObj(sec), why)
 		return stop(ctrl.Result{})
 	}
 	orig := sec.DeepCopy()

@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
 )
 
@@ -99,7 +98,7 @@ func TestEveryFormatAndAction(t *testing.T) {
 		t.Run(string(format), func(t *testing.T) {
 			f := newFixture(t)
 			_, cp0 := f.machine("cp-0", true, initSpec(format))
-			f.waitForReason(cp0, "DataSecretAvailable", kubeadmconfig.ReasonWaitingForInfrastructure)
+			f.waitForReason(cp0, "DataSecretAvailable", bootstrapv1.KubeadmConfigWaitingForClusterInfrastructureReason)
 
 			f.setClusterStatus(true, false)
 			sec := f.waitForData(cp0)
@@ -107,7 +106,7 @@ func TestEveryFormatAndAction(t *testing.T) {
 			if format == bootstrapv1.Raw && len(sec.Data["files"]) == 0 {
 				t.Error("a raw control-plane init must carry its PKI in the files key")
 			}
-			if sec.Annotations[kubeadmconfig.TokenIDAnnotation] != "" || len(tokensOf(t, cp0)) != 0 {
+			if sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] != "" || len(tokensOf(t, cp0)) != 0 {
 				t.Error("kubeadm init makes its own token; no bootstrap token is created for it")
 			}
 			// The first control plane of a cluster without a control-plane
@@ -121,7 +120,7 @@ func TestEveryFormatAndAction(t *testing.T) {
 			}
 
 			_, worker := f.machine("worker-0", false, joinSpec(format, false))
-			f.waitForReason(worker, "DataSecretAvailable", kubeadmconfig.ReasonWaitingForControlPlaneInit)
+			f.waitForReason(worker, "DataSecretAvailable", bootstrapv1.KubeadmConfigWaitingForControlPlaneInitReason)
 
 			f.setClusterStatus(true, true)
 			_, cp1 := f.machine("cp-1", true, joinSpec(format, true))
@@ -134,8 +133,8 @@ func TestEveryFormatAndAction(t *testing.T) {
 				}
 				id := string(tokens[0].Data["token-id"])
 				token := id + "." + string(tokens[0].Data["token-secret"])
-				if sec.Annotations[kubeadmconfig.TokenIDAnnotation] != id {
-					t.Errorf("%s: data secret names token %q, the workload cluster has %q", cfg.Name, sec.Annotations[kubeadmconfig.TokenIDAnnotation], id)
+				if sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] != id {
+					t.Errorf("%s: data secret names token %q, the workload cluster has %q", cfg.Name, sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation], id)
 				}
 				_, kubeadmConfig, err := validators.KubeadmConfigIn(string(format), sec.Data["value"])
 				if err != nil {
@@ -163,7 +162,7 @@ func TestFormatAnnotationChoosesWhatRenders(t *testing.T) {
 	startManager(t)
 	f := newFixture(t)
 	_, cp0 := f.machine("cp-0", true, initSpec(bootstrapv1.CloudConfig))
-	f.waitForReason(cp0, "DataSecretAvailable", kubeadmconfig.ReasonWaitingForInfrastructure)
+	f.waitForReason(cp0, "DataSecretAvailable", bootstrapv1.KubeadmConfigWaitingForClusterInfrastructureReason)
 	patch := client.MergeFrom(cp0.DeepCopy())
 	cp0.Annotations = map[string]string{bootstrapv1.FormatAnnotation: string(bootstrapv1.Raw)}
 	if err := mgmt.Client.Patch(f.ctx, cp0, patch); err != nil {

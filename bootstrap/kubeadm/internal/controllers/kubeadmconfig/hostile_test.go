@@ -26,7 +26,6 @@ import (
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 )
 
 // peakRSS reads this process's peak resident set (VmHWM) in bytes;
@@ -87,7 +86,7 @@ func TestHostileTemplatesFailFastInTheManager(t *testing.T) {
 		{escaperCfg, "/etc/escaper.conf", "larger than 1048576 bytes"},
 		{straightCfg, "/etc/straight.conf", "longer than 10240 bytes of template text"},
 	} {
-		c := f.waitForReason(want.cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, kubeadmconfig.ReasonTemplateFailed)
+		c := f.waitForReason(want.cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, bootstrapv1.KubeadmConfigFileTemplateFailedReason)
 		if !strings.Contains(c.Message, "spec.files[") || !strings.Contains(c.Message, want.path) || !strings.Contains(c.Message, want.bound) {
 			t.Errorf("%s: the condition does not name the file and the bound: %q", want.cfg.Name, c.Message)
 		}

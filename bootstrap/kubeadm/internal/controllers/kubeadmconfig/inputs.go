@@ -41,7 +41,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
@@ -79,11 +78,11 @@ func controlPlaneInitialized(c *clusterv1.Cluster) bool {
 func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, error) {
 	if !controlPlaneInitialized(s.cluster) {
 		if !s.owner.isControlPlane() {
-			s.dataNotAvailable(ReasonWaitingForControlPlaneInit, "Waiting for the control plane of Cluster %s to be initialized", s.cluster.Name)
+			s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForControlPlaneInitReason, "Waiting for the control plane of Cluster %s to be initialized", s.cluster.Name)
 			return "", stop(ctrl.Result{})
 		}
 		if !r.InitLock.Acquire(ctx, s.cluster, s.owner.machine) {
-			s.dataNotAvailable(ReasonWaitingForInitLock, "Another control-plane Machine holds the init lock of Cluster %s; this one joins once the control plane is initialized", s.cluster.Name)
+			s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForInitLockReason, "Another control-plane Machine holds the init lock of Cluster %s; this one joins once the control plane is initialized", s.cluster.Name)
 			return "", stop(ctrl.Result{RequeueAfter: initLockRetry})
 		}
 		return plan.ActionInit, nil
@@ -107,19 +106,19 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope, action plan.Act
 	// (KubeadmControlPlane copies them from its machine template).
 	spec, errs := fieldrules.Resolve(s.cfg.Annotations, &s.cfg.Spec, field.NewPath("metadata", "annotations"))
 	if len(errs) > 0 {
-		r.refuse(s, ReasonInvalidConfiguration, "%s", errs.ToAggregate().Error())
+		r.refuse(s, bootstrapv1.KubeadmConfigInvalidConfigurationReason, "%s", errs.ToAggregate().Error())
 		return nil, stop(ctrl.Result{})
 	}
 	if msg := fieldrules.FormatDisabled(spec.EffectiveFormat(), r.Gates); msg != "" {
-		r.refuse(s, ReasonFormatDisabled, "%s", msg)
+		r.refuse(s, bootstrapv1.KubeadmConfigFormatFeatureDisabledReason, "%s", msg)
 		return nil, stop(ctrl.Result{})
 	}
 	if _, _, err := plan.MachineVersion(s.owner.kubernetesVersion()); err != nil {
-		r.refuse(s, ReasonInvalidKubernetesVersion, "%s: %v", s.owner, err)
+		r.refuse(s, bootstrapv1.KubeadmConfigInvalidKubernetesVersionReason, "%s: %v", s.owner, err)
 		return nil, stop(ctrl.Result{})
 	}
 	if action != plan.ActionInit && needsClusterEndpoint(spec) && !s.cluster.Spec.ControlPlaneEndpoint.IsValid() {
-		s.dataNotAvailable(ReasonWaitingForControlPlaneEndpoint, "Waiting for Cluster %s to have spec.controlPlaneEndpoint", s.cluster.Name)
+		s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForControlPlaneEndpointReason, "Waiting for Cluster %s to have spec.controlPlaneEndpoint", s.cluster.Name)
 		return nil, stop(ctrl.Result{})
 	}
 	certs, err := r.certificates(ctx, s, action)
@@ -199,16 +198,16 @@ func (r *Reconciler) certificates(ctx context.Context, s *scope, action plan.Act
 		s.certificatesAvailable()
 		return certs, nil
 	case errors.Is(err, secret.ErrMissingCertificate), errors.Is(err, secret.ErrMissingCrt), errors.Is(err, secret.ErrMissingKey):
-		s.certificatesNotAvailable(metav1.ConditionFalse, ReasonCertificatesMissing, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
+		s.certificatesNotAvailable(metav1.ConditionFalse, bootstrapv1.KubeadmConfigCertificatesMissingReason, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
 		return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
 	case apierrors.IsNotFound(err):
-		s.certificatesNotAvailable(metav1.ConditionFalse, ReasonCertificatesMissing, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
+		s.certificatesNotAvailable(metav1.ConditionFalse, bootstrapv1.KubeadmConfigCertificatesMissingReason, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
 		return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
 	case isAPIError(err):
-		s.certificatesNotAvailable(metav1.ConditionUnknown, ReasonInternalError, "Reading the certificates of Cluster %s failed; retrying", s.cluster.Name)
+		s.certificatesNotAvailable(metav1.ConditionUnknown, bootstrapv1.KubeadmConfigInternalErrorReason, "Reading the certificates of Cluster %s failed; retrying", s.cluster.Name)
 		return nil, err
 	default:
-		r.warn(s, upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, ReasonCertificatesCorrupted, "The certificates of Cluster %s cannot be used: %v", s.cluster.Name, err)
+		r.warn(s, upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, bootstrapv1.KubeadmConfigCertificatesCorruptedReason, "The certificates of Cluster %s cannot be used: %v", s.cluster.Name, err)
 		return nil, stop(ctrl.Result{})
 	}
 }
@@ -261,7 +260,7 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 		sec := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: u.ref.Name}, sec); err != nil {
 			if apierrors.IsNotFound(err) {
-				s.dataNotAvailable(ReasonReferencedSecretNotFound, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
+				s.dataNotAvailable(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
 				return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
 			}
 			return nil, fmt.Errorf("reading Secret %s/%s for %s: %w", s.cfg.Namespace, u.ref.Name, u.field, err)
@@ -273,14 +272,14 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 			}
 			b, ok := sec.Data[other.ref.Key]
 			if !ok {
-				s.dataNotAvailable(ReasonReferencedSecretNotFound, "%s: Secret %s/%s has no key %q", other.field, s.cfg.Namespace, other.ref.Name, other.ref.Key)
+				s.dataNotAvailable(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s has no key %q", other.field, s.cfg.Namespace, other.ref.Name, other.ref.Key)
 				return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
 			}
 			if _, seen := values[other.ref]; seen {
 				continue
 			}
 			if err := budget.Spend(other.field, len(b)); err != nil {
-				r.refuse(s, ReasonContentTooLarge, "%v", err)
+				r.refuse(s, bootstrapv1.KubeadmConfigContentTooLargeReason, "%v", err)
 				return nil, stop(ctrl.Result{})
 			}
 			s.addSensitive(string(b))
@@ -303,7 +302,7 @@ func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string,
 	}
 	obj, err := external.GetObjectFromContractVersionedRef(ctx, r.APIReader, ref, s.cluster.Namespace)
 	if err != nil {
-		s.dataNotAvailable(ReasonControlPlaneVersionUnavailable, "spec.files templates need the version of %s %s, which cannot be read: %v", ref.Kind, ref.Name, err)
+		s.dataNotAvailable(bootstrapv1.KubeadmConfigControlPlaneVersionUnavailableReason, "spec.files templates need the version of %s %s, which cannot be read: %v", ref.Kind, ref.Name, err)
 		return "", stop(ctrl.Result{RequeueAfter: waitRetry})
 	}
 	version, _, err := unstructured.NestedString(obj.Object, "spec", "version")
@@ -318,7 +317,7 @@ func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string,
 // this process released already (the cache lags behind that delete).
 func (r *Reconciler) initLockCached(ctx context.Context, cluster *clusterv1.Cluster) types.UID {
 	cm := &corev1.ConfigMap{}
-	err := r.CachingClient.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: initlock.Name(cluster.Name)}, cm)
+	err := r.CachingClient.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: bootstrapv1.InitLockName(cluster.Name)}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		return ""

@@ -32,7 +32,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
 )
 
@@ -46,7 +45,7 @@ func initsAndWaits(f *fixture, configs []*bootstrapv1.KubeadmConfig) (created, w
 		switch {
 		case ptr.Deref(cfg.Status.Initialization.DataSecretCreated, false):
 			created = append(created, cfg)
-		case strings.HasPrefix(dataAvailableReason(cfg), kubeadmconfig.ReasonWaitingForInitLock):
+		case strings.HasPrefix(dataAvailableReason(cfg), bootstrapv1.KubeadmConfigWaitingForInitLockReason):
 			waiting = append(waiting, cfg)
 		}
 	}
@@ -55,7 +54,7 @@ func initsAndWaits(f *fixture, configs []*bootstrapv1.KubeadmConfig) (created, w
 
 func lockHolder(f *fixture) (string, bool) {
 	cm := &corev1.ConfigMap{}
-	err := mgmt.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: f.cluster.Name + "-lock"}, cm)
+	err := mgmt.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: bootstrapv1.InitLockName(f.cluster.Name)}, cm)
 	if apierrors.IsNotFound(err) {
 		return "", false
 	}
@@ -155,7 +154,7 @@ func TestInitLockReleasedWhenItsHolderFails(t *testing.T) {
 	_, first := f.machine("cp-broken", true, broken)
 	f.waitFor("the broken machine to be refused its data", 30*time.Second, func() bool {
 		f.get(first)
-		return dataAvailableReason(first) != "" && !strings.HasPrefix(dataAvailableReason(first), kubeadmconfig.ReasonWaitingForInitLock)
+		return dataAvailableReason(first) != "" && !strings.HasPrefix(dataAvailableReason(first), bootstrapv1.KubeadmConfigWaitingForInitLockReason)
 	})
 	f.waitFor("the lock to be released", 10*time.Second, func() bool { _, held := lockHolder(f); return !held })
 	_, second := f.machine("cp-ok", true, initSpec(bootstrapv1.CloudConfig))
@@ -166,7 +165,7 @@ func TestInitLockReleasedWhenItsHolderFails(t *testing.T) {
 	f.secret("not-yet", map[string]string{"k": "v"})
 	f.waitFor("the fixed machine to wait for the lock", 30*time.Second, func() bool {
 		f.get(first)
-		return strings.HasPrefix(dataAvailableReason(first), kubeadmconfig.ReasonWaitingForInitLock)
+		return strings.HasPrefix(dataAvailableReason(first), bootstrapv1.KubeadmConfigWaitingForInitLockReason)
 	})
 }
 
@@ -195,12 +194,12 @@ func TestInitLockKeptOnceInitDataWasWritten(t *testing.T) {
 	}
 	f.waitFor("rendering the init data again to fail", 30*time.Second, func() bool {
 		f.get(first)
-		return strings.HasPrefix(dataAvailableReason(first), kubeadmconfig.ReasonReferencedSecretNotFound)
+		return strings.HasPrefix(dataAvailableReason(first), bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason)
 	})
 	_, second := f.machine("cp-1", true, initSpec(bootstrapv1.CloudConfig))
 	f.waitFor("the second machine to wait for the lock", 30*time.Second, func() bool {
 		f.get(second)
-		return strings.HasPrefix(dataAvailableReason(second), kubeadmconfig.ReasonWaitingForInitLock)
+		return strings.HasPrefix(dataAvailableReason(second), bootstrapv1.KubeadmConfigWaitingForInitLockReason)
 	})
 	time.Sleep(2 * time.Second)
 	if info, held := lockHolder(f); !held || !strings.Contains(info, "cp-0") {

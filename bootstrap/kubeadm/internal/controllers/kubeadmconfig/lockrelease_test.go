@@ -31,7 +31,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 )
 
@@ -63,7 +63,7 @@ func TestInitLockReleasedOncePerCluster(t *testing.T) {
 	}
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "cluster-uid"}}
 	cluster.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
-	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: initlock.Name("c"), Namespace: "ns", UID: "lock-uid"}}
+	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: bootstrapv1.InitLockName("c"), Namespace: "ns", UID: "lock-uid"}}
 	cache := fake.NewClientBuilder().WithScheme(scheme).WithObjects(lock).Build()
 	locker := &releaseCounter{gate: make(chan struct{})}
 	r := &Reconciler{CachingClient: cache, InitLock: locker}
@@ -92,7 +92,7 @@ func TestInitLockReleasedOncePerCluster(t *testing.T) {
 	if err := cache.Delete(context.Background(), lock); err != nil {
 		t.Fatal(err)
 	}
-	lock = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: initlock.Name("c"), Namespace: "ns", UID: "other-uid"}}
+	lock = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: bootstrapv1.InitLockName("c"), Namespace: "ns", UID: "other-uid"}}
 	if err := cache.Create(context.Background(), lock); err != nil {
 		t.Fatal(err)
 	}

@@ -88,8 +88,8 @@ func checkOneSecretOneToken(t *testing.T, f *fixture, cfg *bootstrapv1.KubeadmCo
 	if len(tokens) != 1 {
 		t.Fatalf("%s: %d bootstrap tokens, want exactly 1", cfg.Name, len(tokens))
 	}
-	if id := string(tokens[0].Data["token-id"]); sec.Annotations[kubeadmconfig.TokenIDAnnotation] != id {
-		t.Errorf("%s: data secret records token %q, the workload cluster has %q", cfg.Name, sec.Annotations[kubeadmconfig.TokenIDAnnotation], id)
+	if id := string(tokens[0].Data["token-id"]); sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] != id {
+		t.Errorf("%s: data secret records token %q, the workload cluster has %q", cfg.Name, sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation], id)
 	}
 	return sec
 }

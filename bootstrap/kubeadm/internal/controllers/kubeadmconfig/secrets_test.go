@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 )
 
 // TestNoSecretMaterialLeaks plants secret values in every place a spec can
@@ -82,9 +81,9 @@ func TestNoSecretMaterialLeaks(t *testing.T) {
 		}
 	}
 	for _, cfg := range bad {
-		f.waitForReason(cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, kubeadmconfig.ReasonTemplateFailed)
+		f.waitForReason(cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, bootstrapv1.KubeadmConfigFileTemplateFailedReason)
 		// Events are sent in the background: the scan must see this one.
-		f.waitFor("a warning event for "+cfg.Name, 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.ReasonTemplateFailed) })
+		f.waitFor("a warning event for "+cfg.Name, 10*time.Second, func() bool { return hasEvent(t, cfg, bootstrapv1.KubeadmConfigFileTemplateFailedReason) })
 	}
 
 	// What must never be seen.

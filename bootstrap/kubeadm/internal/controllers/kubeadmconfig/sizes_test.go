@@ -27,7 +27,6 @@ import (
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 )
 
 // TestDataOverTheSizeLimitIsReported: with --bootstrap-data-size-limit, a
@@ -53,7 +52,7 @@ func TestDataOverTheSizeLimitIsReported(t *testing.T) {
 	}{{small, metav1.ConditionTrue}, {large, metav1.ConditionFalse}, {gz, metav1.ConditionTrue}} {
 		sec := f.waitForData(tc.cfg)
 		f.get(tc.cfg)
-		c := findCondition(tc.cfg.Status.Conditions, kubeadmconfig.ConditionDataSizeWithinLimit)
+		c := findCondition(tc.cfg.Status.Conditions, bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitCondition)
 		if c == nil || c.Status != tc.status {
 			t.Fatalf("%s (%d bytes): condition %+v, want %s", tc.cfg.Name, len(sec.Data["value"]), c, tc.status)
 		}
@@ -61,10 +60,10 @@ func TestDataOverTheSizeLimitIsReported(t *testing.T) {
 			t.Errorf("%s: %d bytes against a limit of %d, condition %s", tc.cfg.Name, len(sec.Data["value"]), limit, c.Status)
 		}
 		if tc.status == metav1.ConditionFalse {
-			if c.Reason != kubeadmconfig.ReasonDataTooLarge || !strings.Contains(c.Message, "gzipUserData") || !strings.Contains(c.Message, "6000") {
+			if c.Reason != bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason || !strings.Contains(c.Message, "gzipUserData") || !strings.Contains(c.Message, "6000") {
 				t.Errorf("%s: %s: %s", tc.cfg.Name, c.Reason, c.Message)
 			}
-			f.waitFor("the warning event", 10*time.Second, func() bool { return hasEvent(t, tc.cfg, kubeadmconfig.ReasonDataTooLarge) })
+			f.waitFor("the warning event", 10*time.Second, func() bool { return hasEvent(t, tc.cfg, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason) })
 		}
 		if c := findCondition(tc.cfg.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
 			t.Errorf("%s: the size does not make a config unready: %+v", tc.cfg.Name, c)

@@ -44,7 +44,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/manager"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
@@ -325,7 +324,7 @@ func tokensOf(t testing.TB, cfg *bootstrapv1.KubeadmConfig) []corev1.Secret {
 	t.Helper()
 	list := &corev1.SecretList{}
 	if err := workload.Client.List(context.Background(), list, client.InNamespace(metav1.NamespaceSystem),
-		client.MatchingLabels{bootstraptoken.OwnerUIDLabel: string(cfg.UID)}); err != nil {
+		client.MatchingLabels{bootstrapv1.BootstrapTokenConfigUIDLabel: string(cfg.UID)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range list.Items {

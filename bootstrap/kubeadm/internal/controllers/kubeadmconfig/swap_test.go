@@ -35,7 +35,6 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
 )
@@ -180,7 +179,7 @@ func TestSwapWithUpstream(t *testing.T) {
 	}
 	// One look after the adoption later (half a TTL), it is still reported once.
 	f.waitForExtension("this manager, again", t0.ID, expiration(t, mustToken(t, t0.ID)), 2*ttl)
-	if n := eventCount(t, w0, kubeadmconfig.EventTokenAdopted); n != 1 {
+	if n := eventCount(t, w0, bootstrapv1.BootstrapTokenAdoptedEvent); n != 1 {
 		t.Errorf("w-0's token adoption reported %d times, want once", n)
 	}
 	_, w1 := f.machine("w-1", false, joinSpec(bootstrapv1.CloudConfig, false))
@@ -220,8 +219,8 @@ func TestSwapWithUpstream(t *testing.T) {
 
 // isPoolToken: a token either provider made that no worker's spec names.
 func isPoolToken(s corev1.Secret) bool {
-	return len(s.Data["description"]) > 0 && containsAny(string(s.Data["description"]), bootstraptoken.Description) != "" &&
-		(string(s.Data["description"]) == bootstraptoken.Description || containsAny(string(s.Data["description"]), "/pool") != "")
+	return len(s.Data["description"]) > 0 && containsAny(string(s.Data["description"]), bootstrapv1.BootstrapTokenDescription) != "" &&
+		(string(s.Data["description"]) == bootstrapv1.BootstrapTokenDescription || containsAny(string(s.Data["description"]), "/pool") != "")
 }
 
 // setPoolNodes gives the pool a Node per replica: it is settled.
@@ -307,5 +306,5 @@ func TestPoolTokenGoneBeforeASwapIsReplaced(t *testing.T) {
 	if s := mustToken(t, tok.ID); string(s.Data[bootstrapapi.BootstrapTokenSecretKey]) != tok.Secret {
 		t.Error("the new token in the workload cluster is not the spec's")
 	}
-	f.waitFor("a BootstrapTokenRotated event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventTokenRotated) })
+	f.waitFor("a BootstrapTokenRotated event", 10*time.Second, func() bool { return hasEvent(t, cfg, bootstrapv1.BootstrapTokenRotatedEvent) })
 }

@@ -27,7 +27,6 @@ import (
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 )
 
 // TestOwnersCannotHandOverOtherSecrets: a Machine and a MachinePool whose
@@ -60,7 +59,7 @@ func TestOwnersCannotHandOverOtherSecrets(t *testing.T) {
 	poolCfg := f.config("pool", pool, joinSpec(bootstrapv1.CloudConfig, false))
 
 	for _, c := range []*bootstrapv1.KubeadmConfig{cfg, poolCfg} {
-		f.waitForReason(c, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, kubeadmconfig.ReasonDataSecretConflict)
+		f.waitForReason(c, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, bootstrapv1.KubeadmConfigDataSecretConflictReason)
 	}
 	time.Sleep(2 * time.Second) // more reconciles, if any were to come
 	after := &corev1.Secret{}

@@ -29,7 +29,7 @@ package kubeadmconfig
 // write a token's secret into a workload cluster. It looks after the spec's
 // token (extends it, writes it again once the token cleaner removed it) only
 // when it is vouched for:
-//   - the data secret records its hash (TokenHashAnnotation): the data was
+//   - the data secret records its hash (bootstrapv1.BootstrapTokenHashAnnotation): the data was
 //     rendered with exactly this token, made or adopted by this provider;
 //   - or the workload cluster holds it, with the same secret half, made by a
 //     provider (this one, or upstream's before a swap): checked at the first
@@ -57,15 +57,9 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
-)
-
-// Event reasons of token upkeep.
-const (
-	EventTokenRecreated = "BootstrapTokenRecreated"
-	EventTokenRotated   = "BootstrapTokenRotated"
-	EventTokenAdopted   = "BootstrapTokenAdopted"
 )
 
 func (s *scope) tokenOwner() bootstraptoken.Owner {
@@ -93,7 +87,7 @@ func (s *scope) specToken() (bootstraptoken.Token, bool) {
 func (r *Reconciler) tokens(ctx context.Context, s *scope) (*bootstraptoken.Manager, error) {
 	c, err := r.ClusterCache.GetUncachedClient(ctx, util.ObjectKey(s.cluster))
 	if errors.Is(err, clustercache.ErrClusterNotConnected) {
-		s.dataNotAvailable(ReasonWorkloadClusterUnreachable, "Waiting to reach the API server of Cluster %s to look after its bootstrap token", s.cluster.Name)
+		s.dataNotAvailable(bootstrapv1.KubeadmConfigWorkloadClusterUnreachableReason, "Waiting to reach the API server of Cluster %s to look after its bootstrap token", s.cluster.Name)
 		return nil, stop(ctrl.Result{RequeueAfter: unreachableRetry})
 	}
 	if err != nil {
@@ -140,7 +134,7 @@ func (r *Reconciler) joinToken(ctx context.Context, s *scope, action plan.Action
 	}
 	tok, expires, err := m.Create(ctx, s.tokenOwner(), previous)
 	if err != nil {
-		s.dataNotAvailable(ReasonBootstrapTokenFailed, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
+		s.dataNotAvailable(bootstrapv1.KubeadmConfigBootstrapTokenFailedReason, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
 		return nil, time.Time{}, err
 	}
 	s.addSensitive(tok.Value(), tok.Secret)
@@ -176,7 +170,7 @@ func (r *Reconciler) setSpecToken(ctx context.Context, s *scope, tok bootstrapto
 // reconcileToken looks after the token of a config whose data secret sec
 // exists.
 func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.Secret) (ctrl.Result, error) {
-	carried := sec.Annotations[TokenIDAnnotation]
+	carried := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
 	tok, given := s.specToken()
 	if !given || (s.owner.joined() && carried != tok.ID) {
 		return ctrl.Result{}, nil
@@ -210,7 +204,7 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.S
 // vouched reports whether tok is known to be the token the data secret sec
 // carries: the secret records its hash, or this process adopted it.
 func (r *Reconciler) vouched(s *scope, sec *corev1.Secret, tok bootstraptoken.Token) bool {
-	return sec.Annotations[TokenHashAnnotation] == tok.Hash() || r.checks.isAdopted(client.ObjectKeyFromObject(s.cfg), tok)
+	return sec.Annotations[bootstrapv1.BootstrapTokenHashAnnotation] == tok.Hash() || r.checks.isAdopted(client.ObjectKeyFromObject(s.cfg), tok)
 }
 
 // vouchFor decides about a spec token the data secret does not record:
@@ -232,7 +226,7 @@ func (r *Reconciler) vouchFor(ctx context.Context, s *scope, m *bootstraptoken.M
 		r.checks.release(key, tok.ID)
 		return ctrl.Result{}, nil
 	}
-	carried := sec.Annotations[TokenIDAnnotation]
+	carried := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
 	switch {
 	case s.owner.pool != nil && carried != "" && carried != tok.ID:
 		// The spec's token is newer than the data (a rotation interrupted
@@ -263,7 +257,7 @@ func (r *Reconciler) adopt(ctx context.Context, s *scope, sec *corev1.Secret, to
 	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("recording %s on the data secret %s: %w", tok, klog.KObj(sec), err)
 	}
-	if orig.Annotations[TokenIDAnnotation] != tok.ID {
+	if orig.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] != tok.ID {
 		r.reportAdopted(s, tok)
 	}
 	return nil
@@ -272,7 +266,7 @@ func (r *Reconciler) adopt(ctx context.Context, s *scope, sec *corev1.Secret, to
 // reportAdopted records that this provider now looks after a token another
 // provider made (once per token and process: vouchFor runs once).
 func (r *Reconciler) reportAdopted(s *scope, tok bootstraptoken.Token) {
-	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenAdopted, "Bootstrap",
+	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, bootstrapv1.BootstrapTokenAdoptedEvent, "Bootstrap",
 		"Looking after %s of %s, made by a Cluster API kubeadm bootstrap provider", tok, s.owner)
 }
 
@@ -280,17 +274,17 @@ func (r *Reconciler) reportAdopted(s *scope, tok bootstraptoken.Token) {
 // provider kept in the data secret only (read live: the cache keeps no data
 // of data secrets), as if it were made now.
 func (r *Reconciler) moveLegacyToken(ctx context.Context, s *scope, sec *corev1.Secret) error {
-	if sec.Annotations[TokenIDAnnotation] == "" || s.cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token != "" {
+	if sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] == "" || s.cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token != "" {
 		return nil
 	}
 	live := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sec), live); err != nil {
 		return fmt.Errorf("reading the token recorded in %s: %w", klog.KObj(sec), err)
 	}
-	if len(live.Data[TokenKey]) == 0 {
+	if len(live.Data[bootstrapv1.LegacyBootstrapTokenKey]) == 0 {
 		return nil
 	}
-	tok, err := bootstraptoken.Parse(string(live.Data[TokenKey]))
+	tok, err := bootstraptoken.Parse(string(live.Data[bootstrapv1.LegacyBootstrapTokenKey]))
 	if err != nil {
 		return fmt.Errorf("the token recorded in %s: %w", klog.KObj(sec), err)
 	}
@@ -328,10 +322,10 @@ func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstrapto
 	}
 	switch did {
 	case bootstraptoken.Recreated:
-		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeNormal, EventTokenRecreated, "Bootstrap",
+		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeNormal, bootstrapv1.BootstrapTokenRecreatedEvent, "Bootstrap",
 			"Bootstrap token %s was gone from Cluster %s before %s joined; re-created it", tok.ID, s.cluster.Name, s.owner)
 	case bootstraptoken.Repaired:
-		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, EventTokenRecreated, "Bootstrap",
+		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, bootstrapv1.BootstrapTokenRecreatedEvent, "Bootstrap",
 			"Bootstrap token %s in Cluster %s had lost its ID, secret or usage before %s joined; wrote it again", tok.ID, s.cluster.Name, s.owner)
 	case bootstraptoken.Extended:
 		log.V(2).Info("Extended the bootstrap token", "expires", expires)
@@ -369,7 +363,7 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope, m *bootstraptoken.Man
 		return ctrl.Result{}, err
 	}
 	s.dataAvailable()
-	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, EventTokenRotated, "Bootstrap",
+	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, bootstrapv1.BootstrapTokenRotatedEvent, "Bootstrap",
 		"Replaced bootstrap token %s with %s for new instances of %s", old.ID, tok.ID, s.owner)
 	return r.scheduleTokenCheck(s, tok.ID, expires), nil
 }

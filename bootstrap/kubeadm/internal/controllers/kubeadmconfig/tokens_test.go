@@ -35,7 +35,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
 )
 
@@ -86,7 +85,7 @@ func TestMachineTokenLifecycle(t *testing.T) {
 	f := newRunningCluster(t)
 	machine, cfg := f.machine("slow-worker", false, joinSpec(bootstrapv1.CloudConfig, false))
 	sec := f.waitForData(cfg)
-	id := sec.Annotations[kubeadmconfig.TokenIDAnnotation]
+	id := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
 	tok, ok := tokenSecret(t, id)
 	if !ok {
 		t.Fatalf("token %s not in the workload cluster", id)
@@ -137,7 +136,7 @@ func TestMachineTokenLifecycle(t *testing.T) {
 	if string(tok.Data[bootstrapapi.BootstrapTokenSecretKey]) != secret {
 		t.Fatal("the re-created token has another secret than the machine's data")
 	}
-	f.waitFor("a BootstrapTokenRecreated event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventTokenRecreated) })
+	f.waitFor("a BootstrapTokenRecreated event", 10*time.Second, func() bool { return hasEvent(t, cfg, bootstrapv1.BootstrapTokenRecreatedEvent) })
 
 	// The machine joined: its single-use token is deleted at once, without
 	// a write to the management cluster.
@@ -170,7 +169,7 @@ func TestMachineTokenLifecycle(t *testing.T) {
 	if err := mgmt.Client.Patch(f.ctx, cfg, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
-	f.waitFor("a DataSecretMissing event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventDataSecretGone) })
+	f.waitFor("a DataSecretMissing event", 10*time.Second, func() bool { return hasEvent(t, cfg, bootstrapv1.DataSecretMissingEvent) })
 	f.get(cfg)
 	if c := conditions.Get(cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("DataSecretAvailable after a used data secret was deleted: %+v, want True", c)
@@ -186,7 +185,7 @@ func TestMachinePoolTokenRotation(t *testing.T) {
 	pool := f.machinePool("pool", 2)
 	cfg := f.config("pool", pool, joinSpec(bootstrapv1.Ignition, false))
 	sec := f.waitForData(cfg)
-	first := sec.Annotations[kubeadmconfig.TokenIDAnnotation]
+	first := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
 	tok, _ := tokenSecret(t, first)
 	created := expiration(t, tok)
 
@@ -196,7 +195,7 @@ func TestMachinePoolTokenRotation(t *testing.T) {
 		return ok && expiration(t, tok).After(created)
 	})
 	f.get(sec)
-	if sec.Annotations[kubeadmconfig.TokenIDAnnotation] != first {
+	if sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] != first {
 		t.Fatal("the token of a pool with joining instances was replaced")
 	}
 
@@ -209,7 +208,7 @@ func TestMachinePoolTokenRotation(t *testing.T) {
 	var second string
 	f.waitFor("the pool's token to rotate", testTTL+5*time.Second, func() bool {
 		f.get(sec)
-		second = sec.Annotations[kubeadmconfig.TokenIDAnnotation]
+		second = sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
 		return second != "" && second != first
 	})
 	tok2, ok := tokenSecret(t, second)
@@ -229,7 +228,7 @@ func TestMachinePoolTokenRotation(t *testing.T) {
 	if old, ok := tokenSecret(t, first); !ok || !time.Now().Add(testTTL/2).Before(expiration(t, old)) {
 		t.Error("the replaced token must stay valid for instances that picked it up just before")
 	}
-	f.waitFor("a BootstrapTokenRotated event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventTokenRotated) })
+	f.waitFor("a BootstrapTokenRotated event", 10*time.Second, func() bool { return hasEvent(t, cfg, bootstrapv1.BootstrapTokenRotatedEvent) })
 	if n := len(tokensOf(t, cfg)); n != 2 {
 		t.Errorf("%d tokens after one rotation, want the old and the new", n)
 	}
@@ -269,9 +268,9 @@ func TestMachinePoolConfigChangeRendersAgain(t *testing.T) {
 	pool := f.machinePool("pool", 2)
 	cfg := f.config("pool", pool, joinSpec(bootstrapv1.Ignition, false))
 	sec := f.waitForData(cfg)
-	id := sec.Annotations[kubeadmconfig.TokenIDAnnotation]
+	id := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
 	f.get(cfg)
-	if got, want := sec.Annotations[kubeadmconfig.ConfigGenerationAnnotation], strconv.FormatInt(cfg.Generation, 10); got != want {
+	if got, want := sec.Annotations[bootstrapv1.ConfigGenerationAnnotation], strconv.FormatInt(cfg.Generation, 10); got != want {
 		t.Fatalf("data secret rendered from generation %q, want %q", got, want)
 	}
 
@@ -286,16 +285,16 @@ func TestMachinePoolConfigChangeRendersAgain(t *testing.T) {
 	})
 	f.get(cfg)
 	checkDataSecret(t, cfg, f.cluster.Name, sec, bootstrapv1.CloudConfig)
-	if got := sec.Annotations[kubeadmconfig.TokenIDAnnotation]; got != id {
+	if got := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]; got != id {
 		t.Errorf("rendering again replaced the token %s by %s", id, got)
 	}
 	if _, ok := tokenSecret(t, id); !ok {
 		t.Error("the pool's token is gone from the workload cluster")
 	}
-	if got, want := sec.Annotations[kubeadmconfig.ConfigGenerationAnnotation], strconv.FormatInt(cfg.Generation, 10); got != want {
+	if got, want := sec.Annotations[bootstrapv1.ConfigGenerationAnnotation], strconv.FormatInt(cfg.Generation, 10); got != want {
 		t.Errorf("data secret rendered from generation %q, want %q", got, want)
 	}
-	f.waitFor("a BootstrapDataUpdated event", 10*time.Second, func() bool { return hasEvent(t, cfg, kubeadmconfig.EventDataUpdated) })
+	f.waitFor("a BootstrapDataUpdated event", 10*time.Second, func() bool { return hasEvent(t, cfg, bootstrapv1.BootstrapDataUpdatedEvent) })
 
 	// A label change wakes the config without changing its spec: the data
 	// stays as it is.

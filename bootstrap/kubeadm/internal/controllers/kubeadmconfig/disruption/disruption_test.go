@@ -59,8 +59,6 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
@@ -503,7 +501,7 @@ func (f *fixture) poolsConsistent() bool {
 		if err := f.client().Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, sec); err != nil {
 			return false
 		}
-		if sec.Annotations[kubeadmconfig.TokenIDAnnotation] != tokenID(tok) {
+		if sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] != tokenID(tok) {
 			return false
 		}
 	}
@@ -553,7 +551,7 @@ func (f *fixture) dataCount() int {
 
 func (f *fixture) lockExists() bool {
 	f.t.Helper()
-	err := f.client().Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: initlock.Name(clusterName)}, &corev1.ConfigMap{})
+	err := f.client().Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: bootstrapv1.InitLockName(clusterName)}, &corev1.ConfigMap{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		f.t.Fatal(err)
 	}
@@ -614,7 +612,7 @@ func (f *fixture) expectSettled(d *deployment) {
 	f.must(workload.Client.List(f.ctx, tokens, client.InNamespace(metav1.NamespaceSystem)))
 	for _, s := range tokens.Items {
 		if s.Type == bootstrapapi.SecretTypeBootstrapToken {
-			uid := s.Labels[bootstraptoken.OwnerUIDLabel]
+			uid := s.Labels[bootstrapv1.BootstrapTokenConfigUIDLabel]
 			tokensByOwner[uid] = append(tokensByOwner[uid], s)
 		}
 	}
@@ -636,7 +634,7 @@ func (f *fixture) expectSettled(d *deployment) {
 		if !ok {
 			continue
 		}
-		if got := data.Annotations[kubeadmconfig.TokenIDAnnotation]; got != spec.ID {
+		if got := data.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]; got != spec.ID {
 			f.t.Errorf("%s: the data secret names token %q, the spec %q", c.Name, got, spec.ID)
 		}
 		if !f.expectTokens(c, spec, owned) {

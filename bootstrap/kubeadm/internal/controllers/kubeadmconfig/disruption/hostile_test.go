@@ -34,7 +34,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/hostile"
 )
@@ -79,7 +78,7 @@ func hostileClasses() []hostileClass {
 		f.Path = fmt.Sprintf("/etc/large/%d", i)
 		largeSecrets = append(largeSecrets, f)
 	}
-	tooLarge, templateFailed := kubeadmconfig.ReasonContentTooLarge, kubeadmconfig.ReasonTemplateFailed
+	tooLarge, templateFailed := bootstrapv1.KubeadmConfigContentTooLargeReason, bootstrapv1.KubeadmConfigFileTemplateFailedReason
 	return []hostileClass{
 		{"templated gzip+base64 bomb", many(1, bombTemplate), tooLarge, "decodes to more than 1048576 bytes", []string{"spec.files[0]"}},
 		{"gzip bomb in a Secret", many(1, bombSecret), tooLarge, "decodes to more than 1048576 bytes", []string{"spec.files[0]"}},

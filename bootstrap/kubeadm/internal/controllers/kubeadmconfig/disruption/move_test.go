@@ -37,7 +37,6 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
@@ -121,7 +120,7 @@ func TestClusterctlMove(t *testing.T) {
 			t.Errorf("%s: %v", c.Name, err)
 			continue
 		}
-		if got := data.Annotations[kubeadmconfig.TokenIDAnnotation]; got != spec.ID {
+		if got := data.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]; got != spec.ID {
 			t.Errorf("%s: the data secret names token %q, the spec %s", c.Name, got, spec.ID)
 		}
 		onTarget.expectValid(c.Name, spec)
@@ -266,7 +265,7 @@ func (f *fixture) tokensOf(prefix string) []corev1.Secret {
 	f.must(workload.Client.List(f.ctx, tokens, client.InNamespace(metav1.NamespaceSystem)))
 	var out []corev1.Secret
 	for _, s := range tokens.Items {
-		if s.Type == bootstrapapi.SecretTypeBootstrapToken && owners[s.Labels[bootstraptoken.OwnerUIDLabel]] {
+		if s.Type == bootstrapapi.SecretTypeBootstrapToken && owners[s.Labels[bootstrapv1.BootstrapTokenConfigUIDLabel]] {
 			out = append(out, s)
 		}
 	}

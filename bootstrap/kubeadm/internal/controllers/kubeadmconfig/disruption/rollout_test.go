@@ -26,8 +26,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
@@ -188,7 +188,7 @@ func (f *fixture) expectMadeByUpstream() {
 	for _, c := range f.configs() {
 		sec := &corev1.Secret{}
 		f.must(f.client().Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: c.Status.DataSecretName}, sec))
-		if id, ok := sec.Annotations[kubeadmconfig.TokenIDAnnotation]; ok {
+		if id, ok := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]; ok {
 			f.t.Errorf("%s: this provider wrote the data secret (token %s) while upstream's manager led", c.Name, id)
 		}
 		if tok, err := bootstraptoken.Parse(c.Spec.JoinConfiguration.Discovery.BootstrapToken.Token); err == nil && bootstraptoken.Derived(c.UID, "", tok.ID) {
