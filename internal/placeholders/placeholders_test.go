@@ -28,7 +28,7 @@ import (
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 )
 
 // metaData is one machine's metadata as a datasource names it.
@@ -84,7 +84,7 @@ func TestSpellingsMeanWhatCloudInitRenders(t *testing.T) {
 		md[string(k)] = v
 	}
 	md["hostname"] = metaData[rawv1.MetadataLocalHostname] // the OpenStack and vSphere datasources' key
-	rendered, err := validators.CloudInitRender([]byte(strings.Replace(doc.String(), "#cloud-config\n", "#cloud-config\nitems:\n", 1)), md)
+	rendered, err := consumers.CloudInitRender([]byte(strings.Replace(doc.String(), "#cloud-config\n", "#cloud-config\nitems:\n", 1)), md)
 	if err != nil {
 		t.Fatal(err)
 	}

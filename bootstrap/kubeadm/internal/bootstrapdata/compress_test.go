@@ -29,7 +29,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstrapdata"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 )
 
 func renderBoth(t *testing.T, format bootstrapv1.Format, action plan.Action) (plain, compressed *bootstrapdata.Data) {
@@ -48,7 +48,7 @@ func TestGzipUserDataReachesTheConsumerUnchanged(t *testing.T) {
 			if !bytes.HasPrefix(compressed.Value, []byte{0x1f, 0x8b}) || len(compressed.Value) >= len(plain.Value) {
 				t.Fatalf("cloud-config: %d bytes compressed, %d plain; want smaller gzip", len(compressed.Value), len(plain.Value))
 			}
-			parts, err := validators.CloudInitUserData(compressed.Value)
+			parts, err := consumers.CloudInitUserData(compressed.Value)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,14 +57,14 @@ func TestGzipUserDataReachesTheConsumerUnchanged(t *testing.T) {
 			}
 
 			plain, compressed = renderBoth(t, bootstrapv1.Ignition, action)
-			if err := validators.Ignition(compressed.Value); err != nil {
+			if err := consumers.Ignition(compressed.Value); err != nil {
 				t.Fatal(err)
 			}
-			want, err := validators.IgnitionFetched(plain.Value)
+			want, err := consumers.IgnitionFetched(plain.Value)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := validators.IgnitionFetched(compressed.Value)
+			got, err := consumers.IgnitionFetched(compressed.Value)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +78,7 @@ func TestGzipUserDataReachesTheConsumerUnchanged(t *testing.T) {
 	}
 }
 
-func firstType(parts []validators.UserDataPart) string {
+func firstType(parts []consumers.UserDataPart) string {
 	if len(parts) == 0 {
 		return ""
 	}

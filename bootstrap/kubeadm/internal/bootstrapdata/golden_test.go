@@ -40,7 +40,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/raw"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the current renderers")
@@ -133,7 +133,7 @@ func parse(t testing.TB, format bootstrapv1.Format, key string, b []byte) any {
 // where the format's kubeadm command reads it.
 func kubeadmConfigIn(t testing.TB, p *plan.Plan, d *bootstrapdata.Data) []byte {
 	t.Helper()
-	path, config, err := validators.KubeadmConfigIn(string(d.Format), d.Value)
+	path, config, err := consumers.KubeadmConfigIn(string(d.Format), d.Value)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +149,11 @@ func checkWithRealValidators(t testing.TB, p *plan.Plan, d *bootstrapdata.Data) 
 	t.Helper()
 	switch d.Format {
 	case bootstrapv1.CloudConfig:
-		if err := validators.CloudInit(d.Value); err != nil {
+		if err := consumers.CloudInit(d.Value); err != nil {
 			t.Error(err)
 		}
 	case bootstrapv1.Ignition:
-		if err := validators.Ignition(d.Value); err != nil {
+		if err := consumers.Ignition(d.Value); err != nil {
 			t.Error(err)
 		}
 	}
@@ -184,7 +184,7 @@ func checkWithRealValidators(t testing.TB, p *plan.Plan, d *bootstrapdata.Data) 
 	if string(kubeadmConfig) != p.Kubeadm.ConfigYAML() {
 		t.Errorf("the %s output does not carry the plan's kubeadm configuration unchanged", d.Format)
 	}
-	if err := validators.Kubeadm(kubeadmConfig); err != nil {
+	if err := consumers.Kubeadm(kubeadmConfig); err != nil {
 		t.Error(err)
 	}
 }

@@ -35,7 +35,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/ignition"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/pkg/rawagent"
 )
 
@@ -72,11 +72,11 @@ func kubeadmConfigOnMachine(t *testing.T, d *bootstrapdata.Data) []byte {
 		for k, v := range machineMetadata {
 			md[string(k)] = v
 		}
-		rendered, err := validators.CloudInitRender(d.Value, md)
+		rendered, err := consumers.CloudInitRender(d.Value, md)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, config, err := validators.KubeadmConfigIn("cloud-config", rendered)
+		_, config, err := consumers.KubeadmConfigIn("cloud-config", rendered)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func kubeadmConfigOnMachine(t *testing.T, d *bootstrapdata.Data) []byte {
 	case bootstrapv1.Ignition:
 		files := map[string]string{}
 		for _, p := range []string{ignition.ConfigPath, ignition.ScriptPath} {
-			content, err := validators.IgnitionFile(d.Value, p)
+			content, err := consumers.IgnitionFile(d.Value, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestPlaceholdersReachKubeadmFilledAlikeInEveryFormat(t *testing.T) {
 				}
 				if reference == nil {
 					reference = docs
-					if err := validators.Kubeadm(config); err != nil {
+					if err := consumers.Kubeadm(config); err != nil {
 						t.Error(err)
 					}
 				} else if diff := cmp.Diff(reference, docs); diff != "" {

@@ -48,7 +48,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/moduledir"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks/conversion"
 )
 
@@ -241,14 +241,14 @@ func TestRealFlatcarTemplates(t *testing.T) {
 						if err != nil {
 							t.Fatalf("%s: %v", action, err)
 						}
-						if err := validators.Ignition(d.Value); err != nil && !onlyExpectedWarnings(name, err) {
+						if err := consumers.Ignition(d.Value); err != nil && !onlyExpectedWarnings(name, err) {
 							t.Fatalf("%s: %v", action, err)
 						}
-						_, config, err := validators.KubeadmConfigIn("ignition", d.Value)
+						_, config, err := consumers.KubeadmConfigIn("ignition", d.Value)
 						if err != nil {
 							t.Fatal(err)
 						}
-						if err := validators.Kubeadm(envReference.ReplaceAll(config, []byte("node-a"))); err != nil {
+						if err := consumers.Kubeadm(envReference.ReplaceAll(config, []byte("node-a"))); err != nil {
 							t.Fatalf("%s: %v", action, err)
 						}
 					}
@@ -349,7 +349,7 @@ func TestUpstreamCLCTestInputs(t *testing.T) {
 				return
 			}
 			_, d := render(t, spec, plan.ActionJoin)
-			if err := validators.Ignition(d.Value); err != nil {
+			if err := consumers.Ignition(d.Value); err != nil {
 				t.Fatal(err)
 			}
 			if len(warnings) > 0 {

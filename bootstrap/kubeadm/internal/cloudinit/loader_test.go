@@ -30,7 +30,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/cloudinit"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 )
 
 // hostile are strings a user can put in commands, file contents and user
@@ -103,7 +103,7 @@ func TestCloudInitLoadsExactlyWhatThePlanHolds(t *testing.T) {
 		}
 		docs, wants, names = append(docs, out), append(wants, want), append(names, fmt.Sprintf("%s-%03d", action, i))
 	}
-	loaded, err := validators.CloudInitLoadAll(docs)
+	loaded, err := consumers.CloudInitLoadAll(docs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestCloudInitLoadsExactlyWhatThePlanHolds(t *testing.T) {
 // by cloud-init as upstream's output would be; everything else reaches the
 // machine as written.
 func TestJinjaAsUpstreamWhereMeant(t *testing.T) {
-	host := validators.SampleMetaData["local-hostname"]
+	host := consumers.SampleMetaData["local-hostname"]
 	for _, tc := range []struct{ written, onMachine string }{
 		{"{{ ds.meta_data.local_hostname }}", host},
 		{"{{ v1.local_hostname | upper }}", strings.ToUpper(host)},
@@ -142,7 +142,7 @@ func TestJinjaAsUpstreamWhereMeant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		loaded, err := validators.CloudInitLoad(out)
+		loaded, err := consumers.CloudInitLoad(out)
 		if err != nil {
 			t.Errorf("%q: %v", tc.written, err)
 			continue

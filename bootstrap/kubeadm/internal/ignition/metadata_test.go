@@ -32,7 +32,7 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 )
 
 // placeholderPlan has a placeholder in each spelling class: one the YAML
@@ -148,7 +148,7 @@ func TestScriptFillsPlaceholdersFromAfterburn(t *testing.T) {
 			if strings.Contains(out, "{{") {
 				t.Errorf("placeholders left:\n%s", out)
 			}
-			if err := validators.Kubeadm([]byte(out)); err != nil {
+			if err := consumers.Kubeadm([]byte(out)); err != nil {
 				t.Error(err)
 			}
 		})

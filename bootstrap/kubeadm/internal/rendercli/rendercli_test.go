@@ -28,8 +28,8 @@ import (
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/raw"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/rendercli"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
 )
 
 func example(name string) string {
@@ -43,14 +43,14 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
-// The README's examples, rendered as documented, pass the real validators.
+// The README's examples, rendered as documented, pass the real consumers.
 func TestREADMEExamples(t *testing.T) {
 	cluster := example("render/cluster.yaml")
 	out, errOut, code := run(t, "-f", example("kubeadmconfig-cloud-config.yaml"), "--cluster", cluster, "--validate")
 	if code != 0 {
 		t.Fatalf("cloud-config: %s", errOut)
 	}
-	if err := validators.CloudInit([]byte(out)); err != nil {
+	if err := consumers.CloudInit([]byte(out)); err != nil {
 		t.Error(err)
 	}
 
@@ -58,7 +58,7 @@ func TestREADMEExamples(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("ignition: %s", errOut)
 	}
-	if err := validators.Ignition([]byte(out)); err != nil {
+	if err := consumers.Ignition([]byte(out)); err != nil {
 		t.Error(err)
 	}
 
@@ -71,7 +71,7 @@ func TestREADMEExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := validators.Kubeadm(value); err != nil {
+	if err := consumers.Kubeadm(value); err != nil {
 		t.Error(err)
 	}
 	files, err := os.ReadFile(filepath.Join(dir, raw.FilesKey))

@@ -27,7 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/yaml11"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 )
 
 // adversarial are strings that YAML writers get wrong: YAML 1.1 keywords and
@@ -145,7 +145,7 @@ func TestYAML12LoaderReadsBackExactly(t *testing.T) {
 // own loader: what a machine makes of the user data.
 func TestCloudInitLoaderReadsBackExactly(t *testing.T) {
 	values := corpus()
-	loaded, err := validators.CloudInitLoad(document(values))
+	loaded, err := consumers.CloudInitLoad(document(values))
 	if err != nil {
 		t.Fatal(err)
 	}

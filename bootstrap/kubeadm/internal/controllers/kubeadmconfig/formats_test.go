@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 )
 
 func initSpec(format bootstrapv1.Format) bootstrapv1.KubeadmConfigSpec {
@@ -61,7 +61,7 @@ func checkDataSecret(t *testing.T, cfg *bootstrapv1.KubeadmConfig, cluster strin
 	if string(sec.Data["format"]) != string(format) || len(sec.Data["value"]) == 0 {
 		t.Errorf("%s: format %q, %d bytes of value", cfg.Name, sec.Data["format"], len(sec.Data["value"]))
 	}
-	if err := validators.BootstrapData(string(format), sec.Data["value"]); err != nil {
+	if err := consumers.BootstrapData(string(format), sec.Data["value"]); err != nil {
 		t.Errorf("%s: %v", cfg.Name, err)
 	}
 	if !ptr.Deref(cfg.Status.Initialization.DataSecretCreated, false) || cfg.Status.DataSecretName != sec.Name || cfg.Status.ObservedGeneration != cfg.Generation {
@@ -136,7 +136,7 @@ func TestEveryFormatAndAction(t *testing.T) {
 				if sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] != id {
 					t.Errorf("%s: data secret names token %q, the workload cluster has %q", cfg.Name, sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation], id)
 				}
-				_, kubeadmConfig, err := validators.KubeadmConfigIn(string(format), sec.Data["value"])
+				_, kubeadmConfig, err := consumers.KubeadmConfigIn(string(format), sec.Data["value"])
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -32,7 +32,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 )
 
 // initsAndWaits splits control-plane configs into those with data and those
@@ -131,7 +131,7 @@ func TestInitLock(t *testing.T) {
 		if cfg.Name == next.Name {
 			continue
 		}
-		_, kubeadmConfig, err := validators.KubeadmConfigIn("cloud-config", sec.Data["value"])
+		_, kubeadmConfig, err := consumers.KubeadmConfigIn("cloud-config", sec.Data["value"])
 		if err != nil || !strings.Contains(string(kubeadmConfig), "kind: JoinConfiguration") || !strings.Contains(string(kubeadmConfig), "controlPlane:") {
 			t.Errorf("%s must join the control plane: %v\n%s", cfg.Name, err, kubeadmConfig)
 		}

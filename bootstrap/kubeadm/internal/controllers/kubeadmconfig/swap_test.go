@@ -35,8 +35,8 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
 )
 
 var (
@@ -124,7 +124,7 @@ func (f *fixture) waitForRotation(who string, cfg *bootstrapv1.KubeadmConfig, ol
 		if err := mgmt.Client.Get(f.ctx, client.ObjectKeyFromObject(cfg), sec); err != nil {
 			return false
 		}
-		_, kubeadm, err := validators.KubeadmConfigIn(string(sec.Data["format"]), sec.Data["value"])
+		_, kubeadm, err := consumers.KubeadmConfigIn(string(sec.Data["format"]), sec.Data["value"])
 		return err == nil && containsAny(string(kubeadm), "token: "+tok.Value()) != ""
 	})
 	return tok

@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 )
 
 // testTTL is short so that refreshes happen within a test: the controller
@@ -215,14 +215,14 @@ func TestMachinePoolTokenRotation(t *testing.T) {
 	if !ok {
 		t.Fatal("the new token is not in the workload cluster")
 	}
-	_, kubeadmConfig, err := validators.KubeadmConfigIn("ignition", sec.Data["value"])
+	_, kubeadmConfig, err := consumers.KubeadmConfigIn("ignition", sec.Data["value"])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(kubeadmConfig), "token: "+second+"."+string(tok2.Data[bootstrapapi.BootstrapTokenSecretKey])) {
 		t.Fatal("the data secret does not carry the new token")
 	}
-	if err := validators.BootstrapData("ignition", sec.Data["value"]); err != nil {
+	if err := consumers.BootstrapData("ignition", sec.Data["value"]); err != nil {
 		t.Error(err)
 	}
 	if old, ok := tokenSecret(t, first); !ok || !time.Now().Add(testTTL/2).Before(expiration(t, old)) {

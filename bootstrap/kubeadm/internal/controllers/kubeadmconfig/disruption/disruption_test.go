@@ -60,8 +60,8 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/validators"
 )
 
 var (
@@ -684,7 +684,7 @@ func (f *fixture) expectData(c bootstrapv1.KubeadmConfig, secrets []corev1.Secre
 		f.t.Errorf("%s: no token in the spec: %v", c.Name, err)
 		return bootstraptoken.Token{}, nil, false
 	}
-	if _, kubeadmConfig, err := validators.KubeadmConfigIn(string(c.Spec.Format), data.Data["value"]); err != nil {
+	if _, kubeadmConfig, err := consumers.KubeadmConfigIn(string(c.Spec.Format), data.Data["value"]); err != nil {
 		f.t.Errorf("%s: %v", c.Name, err)
 	} else if !strings.Contains(string(kubeadmConfig), "token: "+spec.Value()) {
 		f.t.Errorf("%s: the data does not carry the spec's token %s", c.Name, spec.ID)

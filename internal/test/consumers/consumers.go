@@ -14,10 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package validators runs the real consumers' own validators over rendered
-// bootstrap data: Debian's cloud-init schema check, Ignition's validator and
+// Package consumers runs the real consumers of bootstrap data over what the
+// renderers produce, for tests: Debian's cloud-init (its schema check, its
+// YAML loader and Jinja rendering), Ignition's validator and fetch stage, and
 // kubeadm's `config validate`. Binaries come from internal/testbin.
-package validators
+package consumers
 
 import (
 	"bytes"
