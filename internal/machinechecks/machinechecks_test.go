@@ -31,7 +31,7 @@ import (
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/hostile"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/hostile"
 )
 
 // TestIgnitionMountSource: what a mount unit mounts for each way cloud-init

@@ -35,7 +35,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/moduledir"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/moduledir"
 )
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")

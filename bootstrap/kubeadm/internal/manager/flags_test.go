@@ -23,7 +23,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/moduledir"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/moduledir"
 )
 
 // TestUpstreamDeploymentFlags: the flags upstream's Deployment passes (and a

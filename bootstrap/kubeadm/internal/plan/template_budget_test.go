@@ -22,7 +22,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/hostile"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/hostile"
 )
 
 // maxTemplateAllocation is what one render may allocate at most: the values

@@ -34,8 +34,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/hostile"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/hostile"
 )
 
 // hostileMarker is in every hostile template and Secret value: no condition
