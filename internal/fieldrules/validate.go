@@ -32,9 +32,9 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/clc"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignition/butane"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignition/clc"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignition/guard"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
@@ -263,10 +263,10 @@ func validateIgnitionSpec(spec *bootstrapv1.KubeadmConfigSpec, base *field.Path)
 		if err != nil {
 			return field.ErrorList{field.Invalid(fp, x.placeholder, err.Error())}, nil
 		}
-		for _, c := range ignitionguard.Conflicts(extra, fp.String()) {
+		for _, c := range guard.Conflicts(extra, fp.String()) {
 			errs = append(errs, field.Forbidden(fp, c))
 		}
-		warnings = append(warnings, ignitionguard.SpecFileOverlaps(extra, specFiles, fp.String())...)
+		warnings = append(warnings, guard.SpecFileOverlaps(extra, specFiles, fp.String())...)
 		for _, w := range ws {
 			warnings = append(warnings, fp.String()+": "+w)
 		}

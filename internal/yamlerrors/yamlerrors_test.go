@@ -21,8 +21,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/clc"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignition/butane"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignition/clc"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlerrors"
 )
 

@@ -26,9 +26,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/clc"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignitionguard"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignition/butane"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignition/clc"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignition/guard"
 )
 
 // mergeAdditional merges spec.ignition's extra configuration (Butane, or a
@@ -56,7 +56,7 @@ func mergeAdditional(cfg types.Config, p *plan.Plan) (*types.Config, error) {
 	}
 	// Admission refuses these; a config admitted before that rule existed
 	// fails here rather than silently losing its bootstrap.
-	if conflicts := ignitionguard.Conflicts(child, "spec.ignition"); len(conflicts) > 0 {
+	if conflicts := guard.Conflicts(child, "spec.ignition"); len(conflicts) > 0 {
 		return nil, errors.New(strings.Join(conflicts, "; "))
 	}
 	merged := ignconfig.Merge(cfg, child)

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/butane"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ignition/butane"
 )
 
 // TestPositionsAreTheUsers: errors and warnings name lines of the document

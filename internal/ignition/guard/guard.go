@@ -14,13 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package ignitionguard keeps extra Ignition configuration (Butane or a
+// Package guard keeps extra Ignition configuration (Butane or a
 // Container Linux Config merged on top of the bootstrap, where the user's
 // side wins) from replacing, disabling or removing what the bootstrap needs.
 // Admission refuses a conflict with both paths named; the guard and the
 // Ignition renderer take the paths from the API package, so the two cannot
 // drift apart.
-package ignitionguard
+package guard
 
 import (
 	"fmt"
