@@ -18,6 +18,8 @@ package kubeadmconfig
 
 import (
 	"fmt"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/annotations"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -99,4 +101,25 @@ func (s *scope) summarize() error {
 			),
 		},
 	)
+}
+
+// setPaused sets the Paused condition and reports whether reconciliation is paused.
+func (s *scope) setPaused() bool {
+	var why []string
+	if ptr.Deref(s.cluster.Spec.Paused, false) {
+		why = append(why, "Cluster spec.paused is set to true")
+	}
+	if annotations.HasPaused(s.cfg) {
+		why = append(why, "KubeadmConfig has the "+clusterv1.PausedAnnotation+" annotation")
+	}
+	if len(why) == 0 {
+		conditions.Set(s.cfg, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
+		return false
+	}
+	msg := why[0]
+	if len(why) > 1 {
+		msg += ", " + why[1]
+	}
+	conditions.Set(s.cfg, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.PausedReason, Message: msg})
+	return true
 }

@@ -14,26 +14,16 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package kubeadmconfig is the KubeadmConfig controller: for each KubeadmConfig
-// owned by a Machine or MachinePool it gathers what the bootstrap plan needs
-// (Cluster facts, certificates, referenced secrets, a bootstrap token in the
-// workload cluster), has the plan and the format's renderer compute the
-// bootstrap data, and writes it to the data secret Cluster API hands to the
-// machine. It then keeps the machine's bootstrap token alive until the Node
-// joins and deletes it afterwards. The plan and the renderers stay pure; all
-// API traffic is here.
 package kubeadmconfig
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/featuregate"
@@ -49,13 +39,10 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
-	"sigs.k8s.io/cluster-api/util/annotations"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/initlock"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 )
@@ -267,122 +254,4 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 		return r.reconcileCreated(ctx, s)
 	}
 	return r.reconcileData(ctx, s)
-}
-
-// setPaused sets the Paused condition and reports whether reconciliation is paused.
-func (s *scope) setPaused() bool {
-	var why []string
-	if ptr.Deref(s.cluster.Spec.Paused, false) {
-		why = append(why, "Cluster spec.paused is set to true")
-	}
-	if annotations.HasPaused(s.cfg) {
-		why = append(why, "KubeadmConfig has the "+clusterv1.PausedAnnotation+" annotation")
-	}
-	if len(why) == 0 {
-		conditions.Set(s.cfg, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
-		return false
-	}
-	msg := why[0]
-	if len(why) > 1 {
-		msg += ", " + why[1]
-	}
-	conditions.Set(s.cfg, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.PausedReason, Message: msg})
-	return true
-}
-
-// tokenChecks remembers, per KubeadmConfig, when its token needs looking at
-// next, so that the many events a joining Machine produces do not each cost a
-// request to the workload cluster. Lost on restart, which costs one read.
-type tokenChecks struct {
-	mu   sync.Mutex
-	next map[client.ObjectKey]tokenCheck
-}
-
-type tokenCheck struct {
-	id string
-	at time.Time
-	// released: the token with id was deleted once the owner was done with it.
-	released bool
-	// dataGone: the event about a used data secret's deletion was recorded.
-	dataGone bool
-	// adopted is the hash of the token with id once the workload cluster was
-	// found to hold it as a provider's token: it is looked after from then on.
-	adopted string
-}
-
-func (c *tokenChecks) due(key client.ObjectKey, id string, now time.Time) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.next[key]; ok && t.id == id && now.Before(t.at) {
-		return t.at.Sub(now)
-	}
-	return 0
-}
-
-// update changes the record of key under the lock.
-func (c *tokenChecks) update(key client.ObjectKey, change func(t *tokenCheck)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.next == nil {
-		c.next = map[client.ObjectKey]tokenCheck{}
-	}
-	t := c.next[key]
-	change(&t)
-	c.next[key] = t
-}
-
-// set schedules the next look at the token with id (what else is recorded of
-// that token stays).
-func (c *tokenChecks) set(key client.ObjectKey, id string, at time.Time) {
-	c.update(key, func(t *tokenCheck) {
-		if t.id != id {
-			*t = tokenCheck{id: id}
-		}
-		t.at = at
-	})
-}
-
-// release records that the token with id is deleted, or not a provider's:
-// later reconciles of the config have nothing to do for it.
-func (c *tokenChecks) release(key client.ObjectKey, id string) {
-	c.update(key, func(t *tokenCheck) { *t = tokenCheck{id: id, released: true} })
-}
-
-func (c *tokenChecks) released(key client.ObjectKey, id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.next[key]
-	return ok && t.released && t.id == id
-}
-
-// isAdopted reports whether tok, secret half included, was found to be a
-// provider's and adopted.
-func (c *tokenChecks) isAdopted(key client.ObjectKey, tok bootstraptoken.Token) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.next[key]
-	return ok && t.id == tok.ID && t.adopted == tok.Hash()
-}
-
-// adopted records that tok was found to be a provider's.
-func (c *tokenChecks) adopted(key client.ObjectKey, tok bootstraptoken.Token) {
-	c.update(key, func(t *tokenCheck) {
-		if t.id != tok.ID {
-			*t = tokenCheck{id: tok.ID}
-		}
-		t.adopted = tok.Hash()
-	})
-}
-
-// seenGone reports whether a used data secret's deletion was already
-// reported, and records that it now is.
-func (c *tokenChecks) seenGone(key client.ObjectKey) (seen bool) {
-	c.update(key, func(t *tokenCheck) { seen, t.dataGone = t.dataGone, true })
-	return seen
-}
-
-func (c *tokenChecks) forget(key client.ObjectKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.next, key)
 }

@@ -21,13 +21,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,25 +43,6 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 )
-
-// This file is the one place where the reconciler gathers what a plan is
-// computed from: the action, the Cluster's facts, the certificates, the
-// secrets the spec references and the control-plane version. Whoever created
-// the KubeadmConfig (this provider, upstream's, a restore), the same objects
-// give the same inputs. The bootstrap token is added by the caller, because
-// getting one writes to the workload cluster.
-
-// errStop means: the scope's conditions say why nothing more can be done now.
-var errStop = errors.New("stop")
-
-// stopped is a reconcile outcome that is not an error: the conditions explain
-// it; res says when to look again (zero: when a watched object changes).
-type stopped struct{ res ctrl.Result }
-
-func (stopped) Error() string        { return errStop.Error() }
-func (stopped) Is(target error) bool { return target == errStop }
-
-func stop(res ctrl.Result) error { return stopped{res: res} }
 
 // controlPlaneInitialized follows the Cluster's ControlPlaneInitialized
 // condition and its v1beta2 initialization flag.
@@ -310,65 +289,4 @@ func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string,
 		return "", nil //nolint:nilerr // a control plane without a string spec.version has no known version
 	}
 	return version, nil
-}
-
-// initLockCached returns the UID of the cluster's init lock in the cache
-// ("?" when the cache cannot tell), or "" when there is none or it is one
-// this process released already (the cache lags behind that delete).
-func (r *Reconciler) initLockCached(ctx context.Context, cluster *clusterv1.Cluster) types.UID {
-	cm := &corev1.ConfigMap{}
-	err := r.CachingClient.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: bootstrapv1.InitLockName(cluster.Name)}, cm)
-	switch {
-	case apierrors.IsNotFound(err):
-		return ""
-	case err != nil:
-		return "?"
-	case r.lockReleases.released(cluster.UID, cm.UID):
-		return ""
-	}
-	return cm.UID
-}
-
-// lockReleases lets one reconcile at a time release a cluster's init lock
-// once its control plane is initialized, and remembers the locks released:
-// every joining machine of a cluster finds the lock in the cache at first,
-// and without this each would read it live and try to delete it (a burst of
-// N joins made N reads and N deletes per cluster).
-type lockReleases struct {
-	mu       sync.Mutex
-	inFlight map[types.UID]bool      // cluster UID
-	done     map[types.UID]types.UID // cluster UID -> UID of the lock released
-}
-
-// begin reports whether the caller releases the cluster's lock (then it
-// calls end); false when another reconcile is doing it.
-func (l *lockReleases) begin(cluster types.UID) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.inFlight[cluster] {
-		return false
-	}
-	if l.inFlight == nil {
-		l.inFlight = map[types.UID]bool{}
-	}
-	l.inFlight[cluster] = true
-	return true
-}
-
-func (l *lockReleases) end(cluster, lock types.UID, released bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.inFlight, cluster)
-	if released && lock != "?" {
-		if l.done == nil {
-			l.done = map[types.UID]types.UID{}
-		}
-		l.done[cluster] = lock
-	}
-}
-
-func (l *lockReleases) released(cluster, lock types.UID) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.done[cluster] == lock
 }

@@ -146,3 +146,18 @@ func (r *Reconciler) getOwner(ctx context.Context, cfg *bootstrapv1.KubeadmConfi
 	}
 	return nil, nil
 }
+
+// doneReason says why the owner needs its token no more (joined, or never
+// will: being deleted, or failed for good), or "".
+func (o owner) doneReason() string {
+	switch {
+	case !o.object().GetDeletionTimestamp().IsZero():
+		return "deleting"
+	case o.machine != nil && (o.machine.Status.Phase == string(clusterv1.MachinePhaseFailed) ||
+		(o.machine.Status.Deprecated != nil && o.machine.Status.Deprecated.V1Beta1 != nil && o.machine.Status.Deprecated.V1Beta1.FailureReason != nil)):
+		return "failed"
+	case o.joined():
+		return "joined"
+	}
+	return ""
+}

@@ -16,30 +16,6 @@ limitations under the License.
 
 package kubeadmconfig
 
-// Token upkeep: which bootstrap token belongs to a KubeadmConfig, keeping it
-// valid while its machine boots, rotating a MachinePool's, deleting it once
-// used.
-//
-// The one record of a config's token is where upstream's provider keeps it,
-// spec.joinConfiguration.discovery.bootstrapToken.token: it moves with the
-// config (clusterctl move, restores with new UIDs), upstream's provider reads
-// and maintains it after a swap back, and the tokens upstream's provider
-// wrote there are found after a swap to this one. But anyone who may patch a
-// KubeadmConfig can write there, so the spec alone never makes the provider
-// write a token's secret into a workload cluster. It looks after the spec's
-// token (extends it, writes it again once the token cleaner removed it) only
-// when it is vouched for:
-//   - the data secret records its hash (bootstrapv1.BootstrapTokenHashAnnotation): the data was
-//     rendered with exactly this token, made or adopted by this provider;
-//   - or the workload cluster holds it, with the same secret half, made by a
-//     provider (this one, or upstream's before a swap): checked at the first
-//     look of each process and remembered; a MachinePool's data secret then
-//     gets the annotations, so that a rotation interrupted later is seen.
-// A spec token the workload cluster does not hold is never created from the
-// spec: a MachinePool's is replaced by a new token (as upstream's provider
-// does), a Machine's before its data exists too if it is the one this config
-// derived (it expired before the data was written); any other is a person's.
-
 import (
 	"context"
 	"encoding/json"
@@ -53,7 +29,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 
@@ -372,19 +347,4 @@ func (r *Reconciler) scheduleTokenCheck(s *scope, id string, expires time.Time) 
 	next := (&bootstraptoken.Manager{TTL: r.TokenTTL}).NextCheck(expires)
 	r.checks.set(client.ObjectKeyFromObject(s.cfg), id, next)
 	return ctrl.Result{RequeueAfter: max(next.Sub(r.clock().Now()), time.Second)}
-}
-
-// doneReason says why the owner needs its token no more (joined, or never
-// will: being deleted, or failed for good), or "".
-func (o owner) doneReason() string {
-	switch {
-	case !o.object().GetDeletionTimestamp().IsZero():
-		return "deleting"
-	case o.machine != nil && (o.machine.Status.Phase == string(clusterv1.MachinePhaseFailed) ||
-		(o.machine.Status.Deprecated != nil && o.machine.Status.Deprecated.V1Beta1 != nil && o.machine.Status.Deprecated.V1Beta1.FailureReason != nil)):
-		return "failed"
-	case o.joined():
-		return "joined"
-	}
-	return ""
 }
