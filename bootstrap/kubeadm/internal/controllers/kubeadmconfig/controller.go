@@ -172,11 +172,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	before := cfg.DeepCopy()
 	s := &scope{cfg: cfg}
-	res, err := r.reconcile(ctx, s)
-	var st stopped
-	if errors.As(err, &st) {
-		res, err = st.res, nil
-	}
+	o := r.reconcile(ctx, s)
+	res, err := o.res, o.err
 	if err == nil {
 		cfg.Status.ObservedGeneration = cfg.Generation
 	}
@@ -208,23 +205,23 @@ func (r *Reconciler) writeStatus(ctx context.Context, before *bootstrapv1.Kubead
 	return nil
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, s *scope) outcome {
 	o, err := r.getOwner(ctx, s.cfg)
 	var missing *ownerNotFoundError
 	switch {
 	case errors.As(err, &missing):
 		s.dataNotAvailable(bootstrapv1.KubeadmConfigOwnerNotFoundReason, "Waiting for the %s %s that owns this KubeadmConfig: not found", missing.kind, missing.name)
-		return ctrl.Result{}, nil
+		return outcome{}
 	case errors.Is(err, errPoolsDisabled):
 		r.refuse(s, bootstrapv1.KubeadmConfigMachinePoolFeatureDisabledReason, "%v (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
 			err, feature.MachinePool, feature.EnvVar(feature.MachinePool))
-		return ctrl.Result{}, nil
+		return outcome{}
 	case err != nil:
-		return ctrl.Result{}, err
+		return fail(err)
 	case o == nil:
 		// Cluster API sets the owner right after creating the config; that update brings it back here.
 		s.keepStatus = true
-		return ctrl.Result{}, nil
+		return outcome{}
 	}
 	s.owner = o
 	s.hadData = ptr.Deref(s.cfg.Status.Initialization.DataSecretCreated, false) || s.cfg.Status.DataSecretName != "" || o.dataSecretName() != ""
@@ -235,12 +232,12 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: o.clusterName()}, s.cluster); err != nil {
 		if apierrors.IsNotFound(err) {
 			s.dataNotAvailable(bootstrapv1.KubeadmConfigClusterNotFoundReason, "Cluster %s, named by %s, not found", o.clusterName(), o)
-			return ctrl.Result{}, nil
+			return outcome{}
 		}
-		return ctrl.Result{}, err
+		return fail(err)
 	}
 	if s.setPaused() {
-		return ctrl.Result{}, nil
+		return outcome{}
 	}
 
 	switch {

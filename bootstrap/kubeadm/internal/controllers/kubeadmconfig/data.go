@@ -45,28 +45,31 @@ import (
 )
 
 // reconcileData produces the data secret of a config that has none.
-func (r *Reconciler) reconcileData(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if written, err := r.writtenBefore(ctx, s); err != nil || written {
+func (r *Reconciler) reconcileData(ctx context.Context, s *scope) outcome {
+	switch written, err := r.writtenBefore(ctx, s); {
+	case err != nil:
+		return fail(err)
+	case written:
 		// Look after its token on the next round.
-		return ctrl.Result{RequeueAfter: cacheLag}, err
+		return done(ctrl.Result{RequeueAfter: cacheLag})
 	}
 	if !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForClusterInfrastructureReason, "Waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
-		return ctrl.Result{}, nil
+		return outcome{}
 	}
-	action, err := r.action(ctx, s)
-	if err != nil {
-		return ctrl.Result{}, err
+	action, o := r.action(ctx, s)
+	if o.stops() {
+		return o
 	}
-	res, err := r.writeData(ctx, s, action)
-	if err != nil && action == plan.ActionInit && !s.hadData && !r.dataSecretExists(ctx, s) {
+	o = r.writeData(ctx, s, action)
+	if o.stops() && action == plan.ActionInit && !s.hadData && !r.dataSecretExists(ctx, s) {
 		// No init data was ever handed out: another control-plane Machine
 		// may initialize instead of waiting for this one to be fixed. Once
 		// it was (its secret deleted since), this machine may be running
 		// kubeadm init: a second one would make a second etcd.
 		r.InitLock.Release(ctx, s.cluster, s.owner.machine)
 	}
-	return res, err
+	return o
 }
 
 // dataSecretExists reports whether the config's data secret exists, reading
@@ -78,18 +81,18 @@ func (r *Reconciler) dataSecretExists(ctx context.Context, s *scope) bool {
 }
 
 // writeData renders the data for action and writes the data secret.
-func (r *Reconciler) writeData(ctx context.Context, s *scope, action plan.Action) (ctrl.Result, error) {
-	tok, expires, err := r.joinToken(ctx, s, action)
-	if err != nil {
-		return ctrl.Result{}, err
+func (r *Reconciler) writeData(ctx context.Context, s *scope, action plan.Action) outcome {
+	tok, expires, o := r.joinToken(ctx, s, action)
+	if o.stops() {
+		return o
 	}
-	out, err := r.render(ctx, s, action)
-	if err != nil {
-		return ctrl.Result{}, err
+	out, o := r.render(ctx, s, action)
+	if o.stops() {
+		return o
 	}
 	out.token, out.expires = tok, expires
-	if err := r.putDataSecret(ctx, s, out, nil); err != nil {
-		return ctrl.Result{}, err
+	if o := r.putDataSecret(ctx, s, out, nil); o.stops() {
+		return o
 	}
 	s.cfg.Status.DataSecretName = s.cfg.Name
 	s.cfg.Status.Initialization.DataSecretCreated = ptr.To(true)
@@ -100,9 +103,9 @@ func (r *Reconciler) writeData(ctx context.Context, s *scope, action plan.Action
 			"%s initializes the control plane of Cluster %s", s.owner, s.cluster.Name)
 	}
 	if out.token == nil {
-		return ctrl.Result{}, nil
+		return outcome{}
 	}
-	return r.scheduleTokenCheck(s, out.token.ID, out.expires), nil
+	return done(r.scheduleTokenCheck(s, out.token.ID, out.expires))
 }
 
 // cacheLag is how long a just-written object may take to reach the cache.
@@ -144,29 +147,29 @@ type rendered struct {
 
 // render gathers the inputs and renders the format. A join's token is the
 // one in the spec (joinToken put it there).
-func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action) (*rendered, error) {
-	in, err := r.gatherInputs(ctx, s, action)
-	if err != nil {
-		return nil, err
+func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action) (*rendered, outcome) {
+	in, o := r.gatherInputs(ctx, s, action)
+	if o.stops() {
+		return nil, o
 	}
 	s.specToken()
 	out := &rendered{}
 	p, err := plan.Build(*in)
 	if err != nil {
 		r.refuse(s, planRefusal(err), "%v", err)
-		return nil, stop(ctrl.Result{})
+		return nil, halt(ctrl.Result{})
 	}
 	if out.data, err = bootstrapdata.Render(p); err != nil {
 		r.refuse(s, bootstrapv1.KubeadmConfigRenderFailedReason, "The %s renderer refused the configuration: %v", p.Format, err)
-		return nil, stop(ctrl.Result{})
+		return nil, halt(ctrl.Result{})
 	}
 	if size := secretSize(out.data.SecretData()); size > maxSecretSize {
 		r.refuse(s, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason, "The %s bootstrap data is %d bytes, more than the %d bytes a Secret can hold: "+
 			"move content out of the spec (files from secrets the machine fetches)", p.Format, size, maxSecretSize)
-		return nil, stop(ctrl.Result{})
+		return nil, halt(ctrl.Result{})
 	}
 	r.checkSize(s, out.data)
-	return out, nil
+	return out, outcome{}
 }
 
 // planRefusal is the condition reason for an error of plan.Build.
@@ -271,24 +274,24 @@ func tokenAnnotations(tok bootstraptoken.Token) map[string]string {
 // Secret of that name exists (an interrupted earlier attempt, a restore, a
 // rotation), updated if it is this config's to take. A Secret that belongs to
 // someone else is never overwritten.
-func (r *Reconciler) putDataSecret(ctx context.Context, s *scope, out *rendered, existing *corev1.Secret) error {
+func (r *Reconciler) putDataSecret(ctx context.Context, s *scope, out *rendered, existing *corev1.Secret) outcome {
 	want := desiredDataSecret(s, out)
 	if existing == nil {
 		err := r.Client.Create(ctx, want)
 		if err == nil {
-			return nil
+			return outcome{}
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating the data secret %s: %w", klog.KObj(want), err)
+			return fail(fmt.Errorf("creating the data secret %s: %w", klog.KObj(want), err))
 		}
 		existing = &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), existing); err != nil {
-			return fmt.Errorf("reading the existing data secret %s: %w", klog.KObj(want), err)
+			return fail(fmt.Errorf("reading the existing data secret %s: %w", klog.KObj(want), err))
 		}
 	}
 	if why := cannotTake(existing, s.cfg); why != "" {
 		r.refuse(s, bootstrapv1.KubeadmConfigDataSecretConflictReason, "Secret %s already exists and %s; it is not overwritten", klog.KObj(existing), why)
-		return stop(ctrl.Result{})
+		return halt(ctrl.Result{})
 	}
 	existing.Labels = mergeMaps(existing.Labels, want.Labels)
 	existing.Annotations = mergeMaps(existing.Annotations, want.Annotations)
@@ -299,9 +302,9 @@ func (r *Reconciler) putDataSecret(ctx context.Context, s *scope, out *rendered,
 	existing.OwnerReferences = util.EnsureOwnerRef(dropControllers(existing.OwnerReferences), want.OwnerReferences[0])
 	existing.Data = want.Data
 	if err := r.Client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("updating the data secret %s: %w", klog.KObj(existing), err)
+		return fail(fmt.Errorf("updating the data secret %s: %w", klog.KObj(existing), err))
 	}
-	return nil
+	return outcome{}
 }
 
 // cannotTake says why an existing Secret is not the config's data secret to
@@ -361,7 +364,7 @@ func mergeMaps(dst, src map[string]string) map[string]string {
 
 // reconcileCreated looks after a config whose data secret exists: its owner
 // reference, a MachinePool's changed spec, and the bootstrap token it carries.
-func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) outcome {
 	s.dataAvailable()
 	s.certificatesAvailable()
 	if s.cfg.Status.DataSecretName == "" {
@@ -378,21 +381,21 @@ func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) (ctrl.Resul
 	case apierrors.IsNotFound(err):
 		return r.dataSecretGone(ctx, s, key)
 	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("reading the data secret %s: %w", key, err)
+		return fail(fmt.Errorf("reading the data secret %s: %w", key, err))
 	}
-	if err := r.ensureControllerRef(ctx, s, sec); err != nil {
-		return ctrl.Result{}, err
+	if o := r.ensureControllerRef(ctx, s, sec); o.stops() {
+		return o
 	}
 	if err := r.moveLegacyToken(ctx, s, sec); err != nil {
-		return ctrl.Result{}, err
+		return fail(err)
 	}
 	if poolSpecChanged(s, sec) {
 		var keep *bootstraptoken.Token
 		if tok, ok := s.specToken(); ok && r.vouched(s, sec, tok) {
 			keep = &tok
 		}
-		if err := r.renderAgain(ctx, s, sec, keep); err != nil {
-			return ctrl.Result{}, err
+		if o := r.renderAgain(ctx, s, sec, keep); o.stops() {
+			return o
 		}
 	}
 	return r.reconcileToken(ctx, s, sec)
@@ -410,31 +413,31 @@ func poolSpecChanged(s *scope, sec *corev1.Secret) bool {
 // renderAgain renders a MachinePool's changed config into its data secret for
 // the pool's next instances, with the token in its spec; tok, when not nil,
 // is that token and a provider's, named on the secret as looked after.
-func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secret, tok *bootstraptoken.Token) error {
-	out, err := r.render(ctx, s, plan.ActionJoin)
-	if err != nil {
-		return err
+func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secret, tok *bootstraptoken.Token) outcome {
+	out, o := r.render(ctx, s, plan.ActionJoin)
+	if o.stops() {
+		return o
 	}
 	out.token = tok
 	existing := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sec), existing); err != nil {
-		return fmt.Errorf("reading the data secret to render it again: %w", err)
+		return fail(fmt.Errorf("reading the data secret to render it again: %w", err))
 	}
-	if err := r.putDataSecret(ctx, s, out, existing); err != nil {
-		return err
+	if o := r.putDataSecret(ctx, s, out, existing); o.stops() {
+		return o
 	}
 	sec.Annotations = existing.Annotations
 	s.dataAvailable()
 	ctrl.LoggerFrom(ctx).Info("Rendered the MachinePool's data again", "generation", s.cfg.Generation, "format", out.data.Format)
 	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, bootstrapv1.BootstrapDataUpdatedEvent, "Bootstrap",
 		"Rendered the data of %s again (%s) for its next instances: its KubeadmConfig changed (generation %d)", s.owner, out.data.Format, s.cfg.Generation)
-	return nil
+	return outcome{}
 }
 
 // dataSecretGone handles a data secret deleted behind the controller's back:
 // a machine that has not joined yet gets its data written again; for a joined
 // one the condition says what happened.
-func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.ObjectKey) (ctrl.Result, error) {
+func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.ObjectKey) outcome {
 	if s.owner.joined() || key.Name != s.cfg.Name {
 		// Used already: the data was available and did its job, as upstream's
 		// provider reports it too (operators delete bootstrap secrets after
@@ -443,7 +446,7 @@ func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.Ob
 			r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeNormal, bootstrapv1.DataSecretMissingEvent, "Bootstrap",
 				"The data secret %s was deleted after %s used it; nothing to do", key, s.owner)
 		}
-		return ctrl.Result{}, nil
+		return outcome{}
 	}
 	r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, bootstrapv1.DataSecretMissingEvent, "Bootstrap", "The data secret %s was deleted before %s joined; writing it again", key, s.owner)
 	return r.reconcileData(ctx, s)
@@ -453,21 +456,21 @@ func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.Ob
 // controller when it has none (a restore, as upstream does) or names it by
 // an older UID (clusterctl move or a restore gave the config a new one):
 // garbage collection would otherwise delete the secret as an orphan.
-func (r *Reconciler) ensureControllerRef(ctx context.Context, s *scope, sec *corev1.Secret) error {
+func (r *Reconciler) ensureControllerRef(ctx context.Context, s *scope, sec *corev1.Secret) outcome {
 	ref := *metav1.NewControllerRef(s.cfg, bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))
 	if c := metav1.GetControllerOf(sec); c != nil && c.UID == s.cfg.UID && c.Kind == ref.Kind && groupOf(c.APIVersion) == bootstrapv1.GroupVersion.Group {
 		// Controlled by this very config (as upstream's provider writes it,
 		// too): nothing to repair.
-		return nil
+		return outcome{}
 	}
 	if why := cannotTake(sec, s.cfg); why != "" {
 		s.dataNotAvailable(bootstrapv1.KubeadmConfigDataSecretConflictReason, "Secret %s %s", klog.KObj(sec), why)
-		return stop(ctrl.Result{})
+		return halt(ctrl.Result{})
 	}
 	orig := sec.DeepCopy()
 	sec.OwnerReferences = util.EnsureOwnerRef(dropControllers(sec.OwnerReferences), ref)
 	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("setting the owner of the data secret %s: %w", klog.KObj(sec), err)
+		return fail(fmt.Errorf("setting the owner of the data secret %s: %w", klog.KObj(sec), err))
 	}
-	return nil
+	return outcome{}
 }

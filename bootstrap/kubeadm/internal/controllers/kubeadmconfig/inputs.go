@@ -54,17 +54,17 @@ func controlPlaneInitialized(c *clusterv1.Cluster) bool {
 // action decides what kubeadm does on this machine. The first control-plane
 // machine takes the cluster's init lock and initializes; once the control plane
 // is initialized, control-plane machines join it and workers join as workers.
-func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, error) {
+func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, outcome) {
 	if !controlPlaneInitialized(s.cluster) {
 		if !s.owner.isControlPlane() {
 			s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForControlPlaneInitReason, "Waiting for the control plane of Cluster %s to be initialized", s.cluster.Name)
-			return "", stop(ctrl.Result{})
+			return "", halt(ctrl.Result{})
 		}
 		if !r.InitLock.Acquire(ctx, s.cluster, s.owner.machine) {
 			s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForInitLockReason, "Another control-plane Machine holds the init lock of Cluster %s; this one joins once the control plane is initialized", s.cluster.Name)
-			return "", stop(ctrl.Result{RequeueAfter: initLockRetry})
+			return "", halt(ctrl.Result{RequeueAfter: initLockRetry})
 		}
-		return plan.ActionInit, nil
+		return plan.ActionInit, outcome{}
 	}
 	// Initialization is over: the lock has done its job. The cache says
 	// whether there is one at all (no request per joining machine); the
@@ -74,43 +74,43 @@ func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, error) 
 		r.lockReleases.end(s.cluster.UID, lock, released)
 	}
 	if s.owner.isControlPlane() {
-		return plan.ActionJoinControlPlane, nil
+		return plan.ActionJoinControlPlane, outcome{}
 	}
-	return plan.ActionJoin, nil
+	return plan.ActionJoin, outcome{}
 }
 
 // gatherInputs collects everything but the bootstrap token for action.
-func (r *Reconciler) gatherInputs(ctx context.Context, s *scope, action plan.Action) (*plan.Input, error) {
+func (r *Reconciler) gatherInputs(ctx context.Context, s *scope, action plan.Action) (*plan.Input, outcome) {
 	// The spec renders with the format and Butane its annotations choose
 	// (KubeadmControlPlane copies them from its machine template).
 	spec, errs := fieldrules.Resolve(s.cfg.Annotations, &s.cfg.Spec, field.NewPath("metadata", "annotations"))
 	if len(errs) > 0 {
 		r.refuse(s, bootstrapv1.KubeadmConfigInvalidConfigurationReason, "%s", errs.ToAggregate().Error())
-		return nil, stop(ctrl.Result{})
+		return nil, halt(ctrl.Result{})
 	}
 	if msg := fieldrules.FormatDisabled(spec.EffectiveFormat(), r.Gates); msg != "" {
 		r.refuse(s, bootstrapv1.KubeadmConfigFormatFeatureDisabledReason, "%s", msg)
-		return nil, stop(ctrl.Result{})
+		return nil, halt(ctrl.Result{})
 	}
 	if _, _, err := plan.MachineVersion(s.owner.kubernetesVersion()); err != nil {
 		r.refuse(s, bootstrapv1.KubeadmConfigInvalidKubernetesVersionReason, "%s: %v", s.owner, err)
-		return nil, stop(ctrl.Result{})
+		return nil, halt(ctrl.Result{})
 	}
 	if action != plan.ActionInit && needsClusterEndpoint(spec) && !s.cluster.Spec.ControlPlaneEndpoint.IsValid() {
 		s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForControlPlaneEndpointReason, "Waiting for Cluster %s to have spec.controlPlaneEndpoint", s.cluster.Name)
-		return nil, stop(ctrl.Result{})
+		return nil, halt(ctrl.Result{})
 	}
-	certs, err := r.certificates(ctx, s, action)
-	if err != nil {
-		return nil, err
+	certs, o := r.certificates(ctx, s, action)
+	if o.stops() {
+		return nil, o
 	}
-	values, err := r.referencedSecrets(ctx, s)
-	if err != nil {
-		return nil, err
+	values, o := r.referencedSecrets(ctx, s)
+	if o.stops() {
+		return nil, o
 	}
-	cpVersion, err := r.controlPlaneVersion(ctx, s)
-	if err != nil {
-		return nil, err
+	cpVersion, o := r.controlPlaneVersion(ctx, s)
+	if o.stops() {
+		return nil, o
 	}
 
 	c := s.cluster
@@ -135,7 +135,7 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope, action plan.Act
 	if len(c.Spec.ClusterNetwork.Pods.CIDRBlocks) > 0 {
 		in.Cluster.PodSubnet = c.Spec.ClusterNetwork.Pods.String()
 	}
-	return in, nil
+	return in, outcome{}
 }
 
 // usesTokenDiscovery reports whether kubeadm join finds the cluster with a
@@ -157,7 +157,7 @@ func needsClusterEndpoint(spec *bootstrapv1.KubeadmConfigSpec) bool {
 // certificates looks up the cluster's CAs the action needs. The first control
 // plane of a cluster without a control-plane provider generates them, owned by
 // its KubeadmConfig, as upstream does; everyone else waits for them.
-func (r *Reconciler) certificates(ctx context.Context, s *scope, action plan.Action) (secret.Certificates, error) {
+func (r *Reconciler) certificates(ctx context.Context, s *scope, action plan.Action) (secret.Certificates, outcome) {
 	certs := plan.CertificatesFor(action, &s.cfg.Spec)
 	key := util.ObjectKey(s.cluster)
 	var err error
@@ -175,19 +175,19 @@ func (r *Reconciler) certificates(ctx context.Context, s *scope, action plan.Act
 	switch {
 	case err == nil:
 		s.certificatesAvailable()
-		return certs, nil
+		return certs, outcome{}
 	case errors.Is(err, secret.ErrMissingCertificate), errors.Is(err, secret.ErrMissingCrt), errors.Is(err, secret.ErrMissingKey):
 		s.certificatesNotAvailable(metav1.ConditionFalse, bootstrapv1.KubeadmConfigCertificatesMissingReason, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
-		return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+		return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
 	case apierrors.IsNotFound(err):
 		s.certificatesNotAvailable(metav1.ConditionFalse, bootstrapv1.KubeadmConfigCertificatesMissingReason, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
-		return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+		return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
 	case isAPIError(err):
 		s.certificatesNotAvailable(metav1.ConditionUnknown, bootstrapv1.KubeadmConfigInternalErrorReason, "Reading the certificates of Cluster %s failed; retrying", s.cluster.Name)
-		return nil, err
+		return nil, fail(err)
 	default:
 		r.warn(s, upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, bootstrapv1.KubeadmConfigCertificatesCorruptedReason, "The certificates of Cluster %s cannot be used: %v", s.cluster.Name, err)
-		return nil, stop(ctrl.Result{})
+		return nil, halt(ctrl.Result{})
 	}
 }
 
@@ -214,7 +214,7 @@ func (v secretValues) read(ref plan.SecretRef) ([]byte, error) {
 // booked on the config's content budget as they are read: a spec naming many
 // large Secrets is refused at the first value past the bound, not after all
 // of them are in memory.
-func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretValues, error) {
+func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretValues, outcome) {
 	type use struct {
 		field *field.Path
 		ref   plan.SecretRef
@@ -240,9 +240,9 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: u.ref.Name}, sec); err != nil {
 			if apierrors.IsNotFound(err) {
 				s.dataNotAvailable(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
-				return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+				return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
 			}
-			return nil, fmt.Errorf("reading Secret %s/%s for %s: %w", s.cfg.Namespace, u.ref.Name, u.field, err)
+			return nil, fail(fmt.Errorf("reading Secret %s/%s for %s: %w", s.cfg.Namespace, u.ref.Name, u.field, err))
 		}
 		// Every key this Secret gives the spec, so that it is read once.
 		for _, other := range uses {
@@ -252,41 +252,39 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 			b, ok := sec.Data[other.ref.Key]
 			if !ok {
 				s.dataNotAvailable(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s has no key %q", other.field, s.cfg.Namespace, other.ref.Name, other.ref.Key)
-				return nil, stop(ctrl.Result{RequeueAfter: waitRetry})
+				return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
 			}
 			if _, seen := values[other.ref]; seen {
 				continue
 			}
 			if err := budget.Spend(other.field, len(b)); err != nil {
 				r.refuse(s, bootstrapv1.KubeadmConfigContentTooLargeReason, "%v", err)
-				return nil, stop(ctrl.Result{})
+				return nil, halt(ctrl.Result{})
 			}
 			s.addSensitive(string(b))
 			values[other.ref] = b
 		}
 	}
-	return values, nil
+	return values, outcome{}
 }
 
 // controlPlaneVersion is .controlPlane.version for spec.files templates: the
 // spec.version of the Cluster's control plane, read only when a template can
 // use it. Unknown (no control plane object, or no version on it) is "".
-func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string, error) {
+func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string, outcome) {
 	templated := slices.ContainsFunc(s.cfg.Spec.Files, func(f upstreambootstrapv1.File) bool {
 		return f.ContentFormat == upstreambootstrapv1.FileContentFormatTemplate
 	})
 	ref := s.cluster.Spec.ControlPlaneRef
 	if !templated || !ref.IsDefined() {
-		return "", nil
+		return "", outcome{}
 	}
 	obj, err := external.GetObjectFromContractVersionedRef(ctx, r.APIReader, ref, s.cluster.Namespace)
 	if err != nil {
 		s.dataNotAvailable(bootstrapv1.KubeadmConfigControlPlaneVersionUnavailableReason, "spec.files templates need the version of %s %s, which cannot be read: %v", ref.Kind, ref.Name, err)
-		return "", stop(ctrl.Result{RequeueAfter: waitRetry})
+		return "", halt(ctrl.Result{RequeueAfter: waitRetry})
 	}
-	version, _, err := unstructured.NestedString(obj.Object, "spec", "version")
-	if err != nil {
-		return "", nil //nolint:nilerr // a control plane without a string spec.version has no known version
-	}
-	return version, nil
+	// A control plane without a string spec.version has no known version.
+	version, _, _ := unstructured.NestedString(obj.Object, "spec", "version")
+	return version, outcome{}
 }

@@ -70,8 +70,8 @@ func TestInitLockReleasedOncePerCluster(t *testing.T) {
 
 	join := func() {
 		s := &scope{cluster: cluster, owner: &owner{machine: &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns"}}}}
-		if action, err := r.action(context.Background(), s); err != nil || action != plan.ActionJoin {
-			t.Errorf("action: %q, %v", action, err)
+		if action, o := r.action(context.Background(), s); o.stops() || action != plan.ActionJoin {
+			t.Errorf("action: %q, %+v", action, o)
 		}
 	}
 	var wg sync.WaitGroup

@@ -17,20 +17,30 @@ limitations under the License.
 package kubeadmconfig
 
 import (
-	"errors"
-
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
-// errStop means: the scope's conditions say why nothing more can be done now.
-var errStop = errors.New("stop")
+// outcome is how a reconcile of a KubeadmConfig, or a step of it, ended. A
+// step that could do its part returns the zero outcome and the reconcile
+// goes on; one that stops it returns halt (nothing more can be done now, for
+// a reason the scope's conditions say) or fail (an error, retried with
+// back-off).
+type outcome struct {
+	// res says when to look again (zero: when a watched object changes).
+	res ctrl.Result
+	err error
+	// halted: the reconcile stops early without an error.
+	halted bool
+}
 
-// stopped is a reconcile outcome that is not an error: the conditions explain
-// it; res says when to look again (zero: when a watched object changes).
-type stopped struct{ res ctrl.Result }
+// halt stops the reconcile here; the conditions say why, res when to look again.
+func halt(res ctrl.Result) outcome { return outcome{res: res, halted: true} }
 
-func (stopped) Error() string { return errStop.Error() }
+// fail stops the reconcile with err; nil is the zero outcome (carry on).
+func fail(err error) outcome { return outcome{err: err} }
 
-func (stopped) Is(target error) bool { return target == errStop }
+// done ends a reconcile that did all it could, looking again as res says.
+func done(res ctrl.Result) outcome { return outcome{res: res} }
 
-func stop(res ctrl.Result) error { return stopped{res: res} }
+// stops reports whether the reconcile goes no further than this step.
+func (o outcome) stops() bool { return o.halted || o.err != nil }

@@ -59,64 +59,64 @@ func (s *scope) specToken() (bootstraptoken.Token, bool) {
 
 // tokens reaches the workload cluster's bootstrap tokens, uncached. A cluster
 // that cannot be reached yet stops the reconcile with a condition saying so.
-func (r *Reconciler) tokens(ctx context.Context, s *scope) (*bootstraptoken.Manager, error) {
+func (r *Reconciler) tokens(ctx context.Context, s *scope) (*bootstraptoken.Manager, outcome) {
 	c, err := r.ClusterCache.GetUncachedClient(ctx, util.ObjectKey(s.cluster))
 	if errors.Is(err, clustercache.ErrClusterNotConnected) {
 		s.dataNotAvailable(bootstrapv1.KubeadmConfigWorkloadClusterUnreachableReason, "Waiting to reach the API server of Cluster %s to look after its bootstrap token", s.cluster.Name)
-		return nil, stop(ctrl.Result{RequeueAfter: unreachableRetry})
+		return nil, halt(ctrl.Result{RequeueAfter: unreachableRetry})
 	}
 	if err != nil {
-		return nil, err
+		return nil, fail(err)
 	}
-	return &bootstraptoken.Manager{Client: c, TTL: r.TokenTTL}, nil
+	return &bootstraptoken.Manager{Client: c, TTL: r.TokenTTL}, outcome{}
 }
 
 // joinToken makes sure a joining machine's config has its token in the spec
 // before anything is rendered from it, and says whether that token is a
 // provider's to look after (nil: none is needed, or a person set it).
-func (r *Reconciler) joinToken(ctx context.Context, s *scope, action plan.Action) (*bootstraptoken.Token, time.Time, error) {
+func (r *Reconciler) joinToken(ctx context.Context, s *scope, action plan.Action) (*bootstraptoken.Token, time.Time, outcome) {
 	if action == plan.ActionInit || !usesTokenDiscovery(&s.cfg.Spec) {
-		return nil, time.Time{}, nil
+		return nil, time.Time{}, outcome{}
 	}
 	tok, given := s.specToken()
 	if !given && s.cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token != "" {
-		return nil, time.Time{}, nil // malformed: kubeadm and the renderers say so
+		return nil, time.Time{}, outcome{} // malformed: kubeadm and the renderers say so
 	}
-	m, err := r.tokens(ctx, s)
-	if err != nil {
-		return nil, time.Time{}, err
+	m, o := r.tokens(ctx, s)
+	if o.stops() {
+		return nil, time.Time{}, o
 	}
 	previous := ""
 	if given {
 		found, err := m.Find(ctx, tok)
 		switch {
 		case err != nil:
-			return nil, time.Time{}, err
+			return nil, time.Time{}, fail(err)
 		case found == bootstraptoken.MadeByProvider:
 			expires, _, err := m.Keep(ctx, s.tokenOwner(), tok)
 			if err != nil {
-				return nil, time.Time{}, err
+				return nil, time.Time{}, fail(err)
 			}
-			return &tok, expires, nil
+			return &tok, expires, outcome{}
 		case found == bootstraptoken.Absent && s.owner.pool != nil:
 			previous = tok.ID // gone: the pool gets a new one, as upstream's provider gives it
 		case found == bootstraptoken.Absent && bootstraptoken.Derived(s.cfg.UID, "", tok.ID):
 			// This config's own, expired before its data was written: a new
 			// one (a fresh secret, whatever the spec says).
 		default:
-			return nil, time.Time{}, nil // a person's token
+			return nil, time.Time{}, outcome{} // a person's token
 		}
 	}
 	tok, expires, err := m.Create(ctx, s.tokenOwner(), previous)
 	if err != nil {
 		s.dataNotAvailable(bootstrapv1.KubeadmConfigBootstrapTokenFailedReason, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
-		return nil, time.Time{}, err
+		return nil, time.Time{}, fail(err)
 	}
 	s.addSensitive(tok.Value(), tok.Secret)
 	if err := r.setSpecToken(ctx, s, tok); err != nil {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, fail(err)
 	}
-	return &tok, expires, nil
+	return &tok, expires, outcome{}
 }
 
 // setSpecToken records tok in the config's spec, where every provider reads
@@ -144,29 +144,28 @@ func (r *Reconciler) setSpecToken(ctx context.Context, s *scope, tok bootstrapto
 
 // reconcileToken looks after the token of a config whose data secret sec
 // exists.
-func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.Secret) (ctrl.Result, error) {
+func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.Secret) outcome {
 	carried := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
 	tok, given := s.specToken()
 	if !given || (s.owner.joined() && carried != tok.ID) {
-		return ctrl.Result{}, nil
+		return outcome{}
 	}
 	key := client.ObjectKeyFromObject(s.cfg)
 	if r.checks.released(key, tok.ID) {
-		return ctrl.Result{}, nil // deleted once used, or not one to look after
+		return outcome{} // deleted once used, or not one to look after
 	}
 	if s.owner.doneReason() == "" {
 		if wait := r.checks.due(key, tok.ID, r.clock().Now()); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
+			return done(ctrl.Result{RequeueAfter: wait})
 		}
 	}
-	m, err := r.tokens(ctx, s)
-	if err != nil {
-		var st stopped
-		if errors.As(err, &st) && carried == tok.ID {
+	m, o := r.tokens(ctx, s)
+	if o.stops() {
+		if o.halted && carried == tok.ID {
 			// The data exists: an unreachable cluster is no reason to say otherwise.
 			s.dataAvailable()
 		}
-		return ctrl.Result{}, err
+		return o
 	}
 	if !r.vouched(s, sec, tok) {
 		// Not recorded with the data: what the workload cluster holds
@@ -187,27 +186,27 @@ func (r *Reconciler) vouched(s *scope, sec *corev1.Secret, tok bootstraptoken.To
 // data named another, as in a rotation interrupted between its two writes,
 // or was written by upstream's provider); replaced if it is a MachinePool's
 // and gone; else left alone.
-func (r *Reconciler) vouchFor(ctx context.Context, s *scope, m *bootstraptoken.Manager, sec *corev1.Secret, tok bootstraptoken.Token) (ctrl.Result, error) {
+func (r *Reconciler) vouchFor(ctx context.Context, s *scope, m *bootstraptoken.Manager, sec *corev1.Secret, tok bootstraptoken.Token) outcome {
 	key := client.ObjectKeyFromObject(s.cfg)
 	found, err := m.Find(ctx, tok)
 	switch {
 	case err != nil:
-		return ctrl.Result{}, err
+		return fail(err)
 	case found == bootstraptoken.Absent && s.owner.pool != nil:
 		// Gone before anyone looked after it (the token cleaner, after a
 		// swap or a restore): no instance can join with it any more.
 		return r.rotate(ctx, s, m, tok)
 	case found != bootstraptoken.MadeByProvider:
 		r.checks.release(key, tok.ID)
-		return ctrl.Result{}, nil
+		return outcome{}
 	}
 	carried := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
 	switch {
 	case s.owner.pool != nil && carried != "" && carried != tok.ID:
 		// The spec's token is newer than the data (a rotation interrupted
 		// between the two writes): the pool's next instances get it.
-		if err := r.renderAgain(ctx, s, sec, &tok); err != nil {
-			return ctrl.Result{}, err
+		if o := r.renderAgain(ctx, s, sec, &tok); o.stops() {
+			return o
 		}
 	case s.owner.pool != nil:
 		// Data written by upstream's provider or without the token's hash:
@@ -215,7 +214,7 @@ func (r *Reconciler) vouchFor(ctx context.Context, s *scope, m *bootstraptoken.M
 		// rewritten), so that a rotation interrupted later is seen and
 		// finished.
 		if err := r.adopt(ctx, s, sec, tok); err != nil {
-			return ctrl.Result{}, err
+			return fail(err)
 		}
 	case carried != tok.ID:
 		r.reportAdopted(s, tok)
@@ -280,20 +279,20 @@ func (r *Reconciler) moveLegacyToken(ctx context.Context, s *scope, sec *corev1.
 // deletes it once the machine's Node exists or the owner is going away or
 // failed, and rotates a MachinePool's token when the pool is settled and the
 // token has run half its TTL.
-func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstraptoken.Manager, tok bootstraptoken.Token) (ctrl.Result, error) {
+func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstraptoken.Manager, tok bootstraptoken.Token) outcome {
 	log := ctrl.LoggerFrom(ctx).WithValues("bootstrapToken", tok.ID)
 	key := client.ObjectKeyFromObject(s.cfg)
 	if why := s.owner.doneReason(); why != "" {
 		if err := m.Delete(ctx, s.tokenOwner(), tok); err != nil && !errors.Is(err, bootstraptoken.ErrNotOwned) {
-			return ctrl.Result{}, err
+			return fail(err)
 		}
 		r.checks.release(key, tok.ID)
 		log.V(2).Info("Deleted the bootstrap token", "why", why)
-		return ctrl.Result{}, nil
+		return outcome{}
 	}
 	expires, did, err := m.Keep(ctx, s.tokenOwner(), tok)
 	if err != nil {
-		return ctrl.Result{}, err
+		return fail(err)
 	}
 	switch did {
 	case bootstraptoken.Recreated:
@@ -308,7 +307,7 @@ func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstrapto
 	if s.owner.pool != nil && did != bootstraptoken.Unchanged && !s.owner.hasPendingInstances() {
 		return r.rotate(ctx, s, m, tok)
 	}
-	return r.scheduleTokenCheck(s, tok.ID, expires), nil
+	return done(r.scheduleTokenCheck(s, tok.ID, expires))
 }
 
 // rotate gives a settled MachinePool a new token and data for its next
@@ -316,31 +315,31 @@ func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstrapto
 // a moment ago still has a full TTL to join. The spec is written first: an
 // interruption before the data secret is rewritten is finished by the next
 // reconcile (reconcileToken), by either provider.
-func (r *Reconciler) rotate(ctx context.Context, s *scope, m *bootstraptoken.Manager, old bootstraptoken.Token) (ctrl.Result, error) {
+func (r *Reconciler) rotate(ctx context.Context, s *scope, m *bootstraptoken.Manager, old bootstraptoken.Token) outcome {
 	tok, expires, err := m.Create(ctx, s.tokenOwner(), old.ID)
 	if err != nil {
-		return ctrl.Result{}, err
+		return fail(err)
 	}
 	s.addSensitive(tok.Value(), tok.Secret)
 	if err := r.setSpecToken(ctx, s, tok); err != nil {
-		return ctrl.Result{}, err
+		return fail(err)
 	}
-	out, err := r.render(ctx, s, plan.ActionJoin)
-	if err != nil {
-		return ctrl.Result{}, err
+	out, o := r.render(ctx, s, plan.ActionJoin)
+	if o.stops() {
+		return o
 	}
 	out.token = &tok
 	existing := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: s.cfg.Status.DataSecretName}, existing); err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading the data secret to rotate its token: %w", err)
+		return fail(fmt.Errorf("reading the data secret to rotate its token: %w", err))
 	}
-	if err := r.putDataSecret(ctx, s, out, existing); err != nil {
-		return ctrl.Result{}, err
+	if o := r.putDataSecret(ctx, s, out, existing); o.stops() {
+		return o
 	}
 	s.dataAvailable()
 	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, bootstrapv1.BootstrapTokenRotatedEvent, "Bootstrap",
 		"Replaced bootstrap token %s with %s for new instances of %s", old.ID, tok.ID, s.owner)
-	return r.scheduleTokenCheck(s, tok.ID, expires), nil
+	return done(r.scheduleTokenCheck(s, tok.ID, expires))
 }
 
 func (r *Reconciler) scheduleTokenCheck(s *scope, id string, expires time.Time) ctrl.Result {
