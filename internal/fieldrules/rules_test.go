@@ -17,7 +17,6 @@ limitations under the License.
 package fieldrules
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -255,23 +254,6 @@ func TestCommonRulesForEveryFormatWithoutSecrets(t *testing.T) {
 	spec.DiskSetup.Partitions = []upstreambootstrapv1.Partition{{Device: "/dev/sdb", DiskLayout: []upstreambootstrapv1.PartitionSpec{{Percentage: 80}, {Percentage: 30}}}}
 	if errs := Validate(spec, gates(t, true, true), field.NewPath("spec")); !strings.Contains(strings.Join(paths(errs), ","), "spec.diskSetup.partitions[0].diskLayout") {
 		t.Errorf("upstream's disk layout sum rule must hold for raw too: %v", errs)
-	}
-}
-
-// docs/formats.md is generated from the table; a stale copy fails here (and
-// in make verify-generate).
-func TestFormatsDocIsCurrent(t *testing.T) {
-	got, err := os.ReadFile("../../docs/formats.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != Markdown() {
-		t.Fatal("docs/formats.md is stale: run make generate")
-	}
-	for _, r := range Rules {
-		if !strings.Contains(string(got), "`"+r.Field+"`") {
-			t.Errorf("docs lack %s", r.Field)
-		}
 	}
 }
 
