@@ -97,8 +97,11 @@ func ValidateAnnotated(annotations map[string]string, spec *bootstrapv1.KubeadmC
 	// What the annotations chose where they are valid; the spec's own
 	// choice where they are not.
 	resolved, errs := Resolve(annotations, spec, annotationsPath)
-	fromAnnotation := resolved.EffectiveFormat() != spec.EffectiveFormat()
-	specErrs, warnings := ValidateWithWarnings(resolved, gates, specPath)
+	src := source{format: resolved.EffectiveFormat()}
+	if src.format != spec.EffectiveFormat() {
+		src.annotation = bootstrapv1.FormatAnnotation
+	}
+	specErrs, warnings := validate(resolved, src, gates, specPath)
 	if _, ok := annotations[bootstrapv1.IgnitionButaneAnnotation]; ok {
 		// What the Butane translator says about the annotation's document.
 		butane := specPath.Child("ignition", "butane").String()
@@ -108,12 +111,9 @@ func ValidateAnnotated(annotations map[string]string, spec *bootstrapv1.KubeadmC
 			}
 		}
 	}
-	if fromAnnotation {
-		said := fmt.Sprintf("spec.format is %q", resolved.EffectiveFormat())
-		by := fmt.Sprintf("the format is %q (annotation %s)", resolved.EffectiveFormat(), bootstrapv1.FormatAnnotation)
+	if src.annotation != "" {
 		format := specPath.Child("format").String()
 		for _, e := range specErrs {
-			e.Detail = strings.ReplaceAll(e.Detail, said, by)
 			if e.Field == format {
 				// The gate refuses the format the annotation chose.
 				e.Field = annotationsPath.Key(bootstrapv1.FormatAnnotation).String()

@@ -68,6 +68,11 @@ func Validate(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate
 // Linux Config (a decimal file mode, say, which means something else than it
 // seems to). Strict configs already fail on any warning.
 func ValidateWithWarnings(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate.FeatureGate, base *field.Path) (field.ErrorList, []string) {
+	return validate(spec, source{format: spec.EffectiveFormat()}, gates, base)
+}
+
+// validate is ValidateWithWarnings for a spec whose format src chose.
+func validate(spec *bootstrapv1.KubeadmConfigSpec, src source, gates featuregate.FeatureGate, base *field.Path) (field.ErrorList, []string) {
 	errs := validateCommon(spec, base)
 	errs = append(errs, validateDiscoveryFilePath(spec, base)...)
 
@@ -79,7 +84,7 @@ func ValidateWithWarnings(spec *bootstrapv1.KubeadmConfigSpec, gates featuregate
 		errs = append(errs, field.Forbidden(base.Child("format"), msg))
 	}
 
-	errs = append(errs, CheckFormatFields(spec, base)...)
+	errs = append(errs, checkFormatFields(spec, src, base)...)
 	errs = append(errs, validatePlaceholders(spec, format, base)...)
 	// What the machine would fail on, decided where the renderers decide it;
 	// content whose encoding the format refuses is not decoded as well.
