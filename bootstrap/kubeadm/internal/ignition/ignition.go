@@ -162,11 +162,10 @@ func validateGenerated(cfg *types.Config) report.Report {
 }
 
 // Build translates the plan into an Ignition config, with any additional
-// Butane or Container Linux Config merged in.
+// Butane or Container Linux Config merged in. What Ignition cannot express
+// (bootCommands, inactive users, partitions other than gpt or sized in
+// percentages, ...) plan.Build refused already, by the rule table.
 func Build(p *plan.Plan) (*types.Config, error) {
-	if len(p.BootCommands) > 0 {
-		return nil, fmt.Errorf("spec.bootCommands: the ignition format has no stage that runs before the system boots; use preKubeadmCommands")
-	}
 	if err := checkVerbatim(p); err != nil {
 		return nil, err
 	}
@@ -318,10 +317,7 @@ func fileFor(f plan.File) (types.File, error) {
 
 func addUsers(cfg *types.Config, p *plan.Plan) error {
 	sudoers := map[string]bool{}
-	for i, u := range p.Users {
-		if u.Inactive != nil && *u.Inactive {
-			return fmt.Errorf("spec.users[%d].inactive: Ignition cannot create inactive users", i)
-		}
+	for _, u := range p.Users {
 		pu := types.PasswdUser{Name: u.Name}
 		if u.Gecos != "" {
 			pu.Gecos = ptr.To(u.Gecos)
@@ -397,14 +393,7 @@ func addStorage(cfg *types.Config, p *plan.Plan) ([]string, error) {
 	if errs := machinechecks.IgnitionStorage(disks, p.Mounts, field.NewPath("spec")); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	for i, part := range p.Partitions {
-		path := fmt.Sprintf("spec.diskSetup.partitions[%d]", i)
-		if part.TableType != "" && part.TableType != "gpt" {
-			return nil, fmt.Errorf("%s.tableType: Ignition only creates gpt partition tables", path)
-		}
-		if len(part.DiskLayout) > 0 {
-			return nil, fmt.Errorf("%s.diskLayout: Ignition sizes partitions in MiB, not in percentages of the disk", path)
-		}
+	for _, part := range p.Partitions {
 		device, _ := machinechecks.IgnitionDevice(part.Device, nil)
 		d := types.Disk{Device: device, WipeTable: part.Overwrite}
 		if ptr.Deref(part.Layout, false) {
@@ -413,14 +402,7 @@ func addStorage(cfg *types.Config, p *plan.Plan) ([]string, error) {
 		cfg.Storage.Disks = append(cfg.Storage.Disks, d)
 	}
 	labels := map[string]bool{}
-	for i, fs := range p.Filesystems {
-		path := fmt.Sprintf("spec.diskSetup.filesystems[%d]", i)
-		if fs.Partition != "" {
-			return nil, fmt.Errorf("%s.partition: not supported by Ignition; name the partition device instead", path)
-		}
-		if fs.ReplaceFS != "" {
-			return nil, fmt.Errorf("%s.replaceFS: not supported by Ignition", path)
-		}
+	for _, fs := range p.Filesystems {
 		device, _ := machinechecks.IgnitionDevice(fs.Device, nil)
 		f := types.Filesystem{Device: device, Format: ptr.To(fs.Filesystem), WipeFilesystem: fs.Overwrite}
 		if fs.Label != "" {

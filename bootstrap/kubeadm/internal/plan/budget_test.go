@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,8 @@ func TestOneConfigCostsABoundedAmount(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		spec *bootstrapv1.KubeadmConfigSpec
-		// at is the field the error names; bound is part of its message.
+		// at is the field the error names (one of them, space-separated);
+		// bound is part of its message.
 		at, bound string
 	}{
 		{"templated gzip+base64 that inflates", hostileSpec(1, bombTemplate), "spec.files[0]", "decodes to more than 1048576 bytes in all"},
@@ -80,8 +82,9 @@ func TestOneConfigCostsABoundedAmount(t *testing.T) {
 		{"one large Secret key named by 200 files", hostileSpec(200, fromSecret("plain")), "spec.files[1]", "comes to more than 1048576 bytes in all"},
 		{"200 templates, each just under the output bound", hostileSpec(200, templated(`{{ range 1020 }}{{ printf "%1000d" 0 }}{{ end }}`+marker)),
 			"spec.files[1]", "output exceeds 1048576 bytes (all templates of the KubeadmConfig together)"},
+		// On a busy machine the first may run out of time already.
 		{"200 templates, each just under the step bound", hostileSpec(200, templated(`{{ range 99000 }}{{ end }}`+marker)),
-			"spec.files[1]", "runs too long"},
+			"spec.files[0] spec.files[1]", "runs too long"},
 		{"a template that calls itself", hostileSpec(1, templated(`{{ define "a" }}{{ if . }}{{ template "a" . }}{{ end }}{{ end }}{{ template "a" 1 }}`+marker)),
 			"spec.files[0]", "calls itself"},
 		{"templates nested 60 deep", hostileSpec(1, templated(strings.Repeat(`{{ with 1 }}`, 60)+marker+strings.Repeat(`{{ end }}`, 60))),
@@ -100,9 +103,10 @@ func TestOneConfigCostsABoundedAmount(t *testing.T) {
 			}
 			var te *plan.TemplateError
 			var ce *machinechecks.ContentError
+			at := strings.Fields(tc.at)
 			switch {
-			case errors.As(err, &te) && te.Field == tc.at:
-			case errors.As(err, &ce) && ce.OverBudget && ce.Field.String() == tc.at:
+			case errors.As(err, &te) && slices.Contains(at, te.Field):
+			case errors.As(err, &ce) && ce.OverBudget && slices.Contains(at, ce.Field.String()):
 			default:
 				t.Errorf("error %v, want one at %s", err, tc.at)
 			}

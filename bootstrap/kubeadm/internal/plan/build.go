@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
 )
 
@@ -126,6 +127,11 @@ func Build(in Input) (*Plan, error) {
 	}
 	if !slices.Contains(Actions, in.Action) {
 		return nil, fmt.Errorf("unknown action %q: must be one of init, join-control-plane, join", in.Action)
+	}
+	// What the format cannot carry is refused here, for every renderer, by
+	// the table admission applies: a renderer never drops a field.
+	if errs := fieldrules.CheckFormatFields(spec, specPath); len(errs) > 0 {
+		return nil, errs.ToAggregate()
 	}
 	version, gv, err := MachineVersion(in.Cluster.KubernetesVersion)
 	if err != nil {

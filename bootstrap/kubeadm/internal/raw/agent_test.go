@@ -190,16 +190,15 @@ func TestRawJoinCarriesPKIOnlyForControlPlanes(t *testing.T) {
 	}
 }
 
+// TestRawRefusesWhatItCannotCarry: a spec with more than kubeadm's
+// configuration is refused before anything renders, every field named
+// (plan.Build applies the rule table for every format).
 func TestRawRefusesWhatItCannotCarry(t *testing.T) {
 	spec := plantest.Full(bootstrapv1.CloudConfig, plan.ActionJoin)
 	spec.Format = bootstrapv1.Raw
-	p, err := plan.Build(plantest.Input(spec, plan.ActionJoin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = raw.Render(p)
+	_, err := plan.Build(plantest.Input(spec, plan.ActionJoin))
 	if err == nil {
-		t.Fatal("raw rendered a plan with files, users and commands")
+		t.Fatal("raw planned a spec with files, users and commands")
 	}
 	for _, want := range []string{"spec.files[0]", "users", "ntp", "diskSetup", "mounts", "bootCommands", "preKubeadmCommands", "postKubeadmCommands", "verbosity"} {
 		if !strings.Contains(err.Error(), want) {
@@ -238,10 +237,7 @@ func TestRawCarriesKubeadmPatches(t *testing.T) {
 		}
 
 		spec.Files = append(spec.Files, upstreambootstrapv1.File{Path: "/etc/motd", Content: "hi\n"})
-		if p, err = plan.Build(plantest.Input(spec, action)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := raw.Render(p); err == nil || !strings.Contains(err.Error(), "spec.files[1]") {
+		if _, err := plan.Build(plantest.Input(spec, action)); err == nil || !strings.Contains(err.Error(), "spec.files[1]") {
 			t.Errorf("%s: a file that is no kubeadm patch: %v", action, err)
 		}
 	}

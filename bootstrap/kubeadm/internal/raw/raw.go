@@ -33,12 +33,10 @@ package raw
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/yaml11"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/kubeadmpatch"
 )
 
 // The document types are public (agents read them); the renderer writes them.
@@ -59,12 +57,9 @@ type Output struct {
 	Files []byte
 }
 
-// Render returns the raw bootstrap data for p. It refuses plans that carry
-// anything a kubeadm-only document cannot, rather than dropping it.
+// Render returns the raw bootstrap data for p. A plan carries nothing a
+// kubeadm-only document cannot: plan.Build refused it (the rule table).
 func Render(p *plan.Plan) (*Output, error) {
-	if unsupported := unsupportedParts(p); len(unsupported) > 0 {
-		return nil, fmt.Errorf("the raw format carries kubeadm configuration only; the plan also has: %s", strings.Join(unsupported, ", "))
-	}
 	declared, err := declaredPlaceholders(p)
 	if err != nil {
 		return nil, err
@@ -129,31 +124,4 @@ func appendFiles(b []byte, p *plan.Plan, declared []rawv1.Placeholder) []byte {
 		}
 	}
 	return b
-}
-
-func unsupportedParts(p *plan.Plan) []string {
-	var out []string
-	for _, f := range p.Files {
-		// A spec's file is kubeadm's configuration when it is a patch,
-		// written as given.
-		if f.Kind == plan.FileUser && (!kubeadmpatch.In(f.Path, p.Kubeadm.PatchesDirectory) || f.Append || f.Encoding != "") {
-			out = append(out, "files ("+f.Source+")")
-		}
-	}
-	add := func(present bool, name string) {
-		if present {
-			out = append(out, name)
-		}
-	}
-	add(len(p.Users) > 0, "users")
-	add(p.NTP != nil, "ntp")
-	add(len(p.Partitions) > 0 || len(p.Filesystems) > 0, "diskSetup")
-	add(len(p.Mounts) > 0, "mounts")
-	add(len(p.BootCommands) > 0, "bootCommands")
-	add(len(p.PreKubeadmCommands) > 0, "preKubeadmCommands")
-	add(len(p.PostKubeadmCommands) > 0, "postKubeadmCommands")
-	add(p.Kubeadm.Verbosity != nil, "verbosity")
-	add(p.Ignition.IsDefined(), "ignition")
-	add(p.Compress, "gzipUserData")
-	return out
 }
