@@ -36,9 +36,6 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
-// bootstrapv1.BootstrapTokenIDAnnotation is what this provider writes on a data secret whose
-// token it made (the wire format, read as an operator would).
-
 // TestSwapAndMoveLive: on a management cluster of its own, a workload
 // cluster made by upstream's v1.14.2 bootstrap provider, built from the
 // module (a control-plane Machine, a MachineDeployment whose worker boots
@@ -366,10 +363,6 @@ func (s *specTokens) watch(c client.Client) {
 	s.sources = append(s.sources, c)
 }
 
-// bootstrapv1.BootstrapTokenDescription starts the description of every bootstrap token
-// a kubeadm bootstrap provider makes (upstream's and this one's alike);
-// kubeadm init's own token has another.
-
 // expectNoStray checks every bootstrap token a provider made in the workload
 // cluster was named by a config's spec, and that no Machine's config ever
 // named more than one (a MachinePool's rotates).
@@ -397,6 +390,9 @@ func (s *specTokens) expectNoStray(w *workloadCluster) {
 	var stray []string
 	made := 0
 	for _, sec := range secrets.Items {
+		// Every token a kubeadm bootstrap provider makes (upstream's and
+		// this one's alike) has this description; kubeadm init's own has
+		// another.
 		description := string(sec.Data["description"])
 		if !strings.HasPrefix(description, bootstrapv1.BootstrapTokenDescription) {
 			continue
