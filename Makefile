@@ -15,6 +15,7 @@ TOOLS_CACHE ?= $(or $(CABPK_TOOLS_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/
 export CABPK_TOOLS_CACHE := $(TOOLS_CACHE)
 
 CONTROLLER_GEN := $(TOOLS_CACHE)/controller-gen/$(CONTROLLER_GEN_VERSION)/controller-gen
+GOLANGCI_LINT := $(TOOLS_CACHE)/golangci-lint/$(GOLANGCI_LINT_VERSION)/golangci-lint
 BIN_DIR := bin
 CONFIG_DIR := bootstrap/kubeadm/config
 
@@ -33,6 +34,9 @@ tools: ## Build/install every tool binary into the versioned cache (idempotent).
 
 $(CONTROLLER_GEN):
 	hack/tools.sh controller-gen
+
+$(GOLANGCI_LINT):
+	hack/tools.sh golangci-lint
 
 ##@ Generate
 
@@ -83,6 +87,14 @@ verify-headers: ## Fail if a Go file lacks the license header (hack/boilerplate.
 verify-fmt: ## Fail if a Go file is not formatted as gofmt formats it.
 	@unformatted=$$(gofmt -l $(GO_FILES)); \
 	if [ -n "$$unformatted" ]; then echo "Go files gofmt would change (gofmt -w them):"; echo "$$unformatted"; exit 1; fi
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml): bugs, security, style, gofmt and goimports.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: lint-fix
+lint-fix: $(GOLANGCI_LINT) ## Fix what golangci-lint can fix by itself (formatting, imports).
+	$(GOLANGCI_LINT) run --fix ./...
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files differ from what is committed.
@@ -142,7 +154,7 @@ E2E_PKG := ./test/e2e
 # The fuzz targets' seeds and saved inputs (testdata/fuzz) run with the unit
 # tests; fuzzing itself (make fuzz: instrumented builds of every package, ~6
 # minutes cold) is outside make test's 70-minute budget.
-test: tools verify ## Build tools, check generated files, headers and formatting, vet, run every test (fuzz seeds included) and the e2e suite.
+test: tools verify lint ## Build tools, check generated files, headers, formatting and lint, vet, run every test (fuzz seeds included) and the e2e suite.
 	$(call phase,vet)
 	go vet ./...
 	$(call phase,unit and envtest tests)

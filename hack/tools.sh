@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|clusterctl|controller-gen|ignition|ignition-validate|benchstat|cloud-init|podman]...
+#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|clusterctl|controller-gen|golangci-lint|ignition|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -38,6 +38,7 @@ tool_path() {
     ignition-validate) echo "${TOOLS_CACHE}/ignition-validate/${IGNITION_VERSION}/ignition-validate" ;;
     ignition) echo "${TOOLS_CACHE}/ignition/${IGNITION_VERSION}/ignition" ;;
     benchstat) echo "${TOOLS_CACHE}/benchstat/${BENCHSTAT_VERSION}/benchstat" ;;
+    golangci-lint) echo "${TOOLS_CACHE}/golangci-lint/${GOLANGCI_LINT_VERSION}/golangci-lint" ;;
     cloud-init | podman) command -v "$1" || echo "/usr/bin/$1" ;;
     *) log "unknown tool $1"; return 1 ;;
   esac
@@ -287,7 +288,7 @@ build() {
     all)
       apt_in_background
       build_kubernetes_cmds "${KUBERNETES_CMDS[@]}"
-      for t in envtest clusterctl controller-gen ignition-validate cloud-init podman e2e; do build "${t}"; done
+      for t in envtest clusterctl controller-gen golangci-lint ignition-validate cloud-init podman e2e; do build "${t}"; done
       ;;
     # What the e2e machines run: kubeadm, the kubelet with containerd and the
     # control-plane images, the consumers (Ignition, cloud-init).
@@ -306,6 +307,7 @@ build() {
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" sigs.k8s.io/controller-tools ;;
     ignition-validate) go_install ignition-validate github.com/coreos/ignition/v2/validate "${IGNITION_VERSION}" github.com/coreos/ignition/v2 ;;
     benchstat) go_install benchstat golang.org/x/perf/cmd/benchstat "${BENCHSTAT_VERSION}" ;;
+    golangci-lint) go_install golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "${GOLANGCI_LINT_VERSION}" ;;
     cloud-init) apt_install cloud-init "for its schema check" ;;
     podman) apt_install podman "to load the release's image tarballs as docker load would" ;;
     *) log "unknown tool $1"; return 1 ;;

@@ -431,7 +431,7 @@ func applyAll(ctx context.Context, t *testing.T, env *testenv.Env, objs []*unstr
 	apply := func(u *unstructured.Unstructured) error {
 		u = u.DeepCopy()
 		u.SetManagedFields(nil)
-		return c.Patch(ctx, u, client.Apply, client.ForceOwnership, client.FieldOwner("release-test"))
+		return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership, client.FieldOwner("release-test"))
 	}
 	for _, pass := range []func(*unstructured.Unstructured) bool{first, func(u *unstructured.Unstructured) bool { return !first(u) }} {
 		for _, u := range objs {

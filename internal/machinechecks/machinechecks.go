@@ -199,7 +199,7 @@ func IgnitionDevice(device string, labels map[string]bool) (string, error) {
 	case labels[device]:
 		return "/dev/disk/by-label/" + device, nil
 	case cloudInitAlias.MatchString(device):
-		return "", fmt.Errorf("%q is a name only cloud-init resolves (from the cloud's block device mapping); under Ignition name the device itself, e.g. /dev/nvme1n1 or LABEL=...", device)
+		return "", fmt.Errorf("%q is a name only cloud-init resolves (from the cloud's block device mapping); under Ignition name the device itself, e.g. /dev/nvme1n1 or LABEL=<label>", device)
 	case device == "" || strings.ContainsAny(device, " \t=:"):
 		return "", fmt.Errorf("%q is not a device: give a path under /dev, LABEL= or UUID=", device)
 	}

@@ -41,11 +41,12 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks/conversion"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 // RepoRoot is the root of this repository, from any package directory.

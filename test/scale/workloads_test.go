@@ -22,6 +22,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -172,7 +173,7 @@ func (w *workloadServers) kubeconfigFor(port int32) ([]byte, error) {
 		return nil, err
 	}
 	for _, c := range cfg.Clusters {
-		c.Server = fmt.Sprintf("https://%s:%d", workloadHost, port)
+		c.Server = "https://" + net.JoinHostPort(workloadHost, strconv.Itoa(int(port)))
 	}
 	return clientcmd.Write(*cfg)
 }

@@ -151,7 +151,7 @@ func KubeadmConfigIn(format string, value []byte) (string, []byte, error) {
 			return "", nil, err
 		}
 		for _, f := range dataFiles {
-			files = append(files, file{f.path, f.content})
+			files = append(files, file(f))
 		}
 	default:
 		return "", nil, fmt.Errorf("unknown format %q", format)

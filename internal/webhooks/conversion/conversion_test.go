@@ -158,7 +158,7 @@ func nilIfEmptyString(p **string) {
 
 func spokeSpec(in *upstreamv1beta1.KubeadmConfigSpec, c randfill.Continue) {
 	c.FillNoCustom(in)
-	in.UseExperimentalRetryJoin = false // removed in v1beta2, not preserved
+	in.UseExperimentalRetryJoin = false //nolint:staticcheck // removed in v1beta2, not preserved
 
 	for i := range in.Users {
 		u := &in.Users[i]

@@ -106,6 +106,15 @@ func flatten(prefix string, s *apiextensionsv1.JSONSchemaProps, out map[string]*
 	}
 }
 
+// asJSON is v as JSON for a message, or why it is not.
+func asJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
+
 func enumValues(s apiextensionsv1.JSONSchemaProps) []string {
 	var vals []string
 	for _, e := range s.Enum {
@@ -144,9 +153,7 @@ func compareToUpstream(upstream, ours *apiextensionsv1.JSONSchemaProps, specPath
 			uf.Enum, of.Enum = nil, nil
 		}
 		if !reflect.DeepEqual(uf, of) {
-			uj, _ := json.Marshal(uf)
-			oj, _ := json.Marshal(of)
-			problems = append(problems, fmt.Sprintf("%s: differs\n  upstream: %s\n  ours:     %s", path, uj, oj))
+			problems = append(problems, fmt.Sprintf("%s: differs\n  upstream: %s\n  ours:     %s", path, asJSON(uf), asJSON(of)))
 		}
 	}
 	for path := range our {

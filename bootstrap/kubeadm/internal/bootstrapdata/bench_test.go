@@ -96,9 +96,9 @@ func upstreamBase(p *plan.Plan) upstreamcloudinit.BaseUserData {
 	}
 	for _, f := range p.Files {
 		if f.Kind == plan.FileUser {
-			append_ := f.Append
+			appended := f.Append
 			base.AdditionalFiles = append(base.AdditionalFiles, upstreambootstrapv1.File{
-				Path: f.Path, Owner: f.Owner, Permissions: f.Permissions, Encoding: f.Encoding, Content: f.Content, Append: &append_,
+				Path: f.Path, Owner: f.Owner, Permissions: f.Permissions, Encoding: f.Encoding, Content: f.Content, Append: &appended,
 			})
 		}
 	}
@@ -108,7 +108,7 @@ func upstreamBase(p *plan.Plan) upstreamcloudinit.BaseUserData {
 	return base
 }
 
-func upstreamCloudInit(b *testing.B, p *plan.Plan, in plan.Input) ([]byte, error) {
+func upstreamCloudInit(_ *testing.B, p *plan.Plan, in plan.Input) ([]byte, error) {
 	switch p.Action {
 	case plan.ActionInit:
 		return upstreamcloudinit.NewInitControlPlane(&upstreamcloudinit.ControlPlaneInput{

@@ -109,8 +109,14 @@ func TestCloudInitLoadsExactlyWhatThePlanHolds(t *testing.T) {
 	}
 	for i := range docs {
 		if !reflect.DeepEqual(loaded[i], wants[i]) {
-			got, _ := json.MarshalIndent(loaded[i], "", " ")
-			want, _ := json.MarshalIndent(wants[i], "", " ")
+			got, err := json.MarshalIndent(loaded[i], "", " ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.MarshalIndent(wants[i], "", " ")
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Errorf("%s: cloud-init read something else than the plan holds:\ngot  %s\nwant %s", names[i], got, want)
 		}
 	}

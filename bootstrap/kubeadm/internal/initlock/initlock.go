@@ -133,7 +133,7 @@ func (l Lock) read(ctx context.Context, cluster *clusterv1.Cluster) (*corev1.Con
 	}
 	var h holder
 	if err := json.Unmarshal([]byte(cm.Data[informationKey]), &h); err != nil {
-		return cm, "", nil
+		return cm, "", nil //nolint:nilerr // a lock whose content is not upstream's is held by someone unknown
 	}
 	return cm, h.MachineName, nil
 }

@@ -73,7 +73,8 @@ func TestOneHolderReleasedOnlyByItself(t *testing.T) {
 	c, cluster, machine := setup(t)
 	l := initlock.Lock{Reader: c, Writer: c}
 	a, b := machine("a"), machine("b")
-	if !l.Acquire(ctx, cluster, a) || !l.Acquire(ctx, cluster, a) {
+	took, holds := l.Acquire(ctx, cluster, a), l.Acquire(ctx, cluster, a)
+	if !took || !holds {
 		t.Fatal("a must take the free lock, and hold it when it asks again")
 	}
 	if l.Acquire(ctx, cluster, b) {

@@ -96,7 +96,7 @@ func isPlainSafe(s string) bool {
 	if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '/') {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '/' || c == '-' || c == '@' || c == '+') {
 			return false
@@ -104,7 +104,7 @@ func isPlainSafe(s string) bool {
 	}
 	if len(s) <= 5 {
 		var lower [5]byte
-		for i := 0; i < len(s); i++ {
+		for i := range len(s) {
 			c := s[i]
 			if c >= 'A' && c <= 'Z' {
 				c += 'a' - 'A'

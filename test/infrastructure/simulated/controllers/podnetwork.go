@@ -75,11 +75,11 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	workload, err := r.ClusterCache.GetUncachedClient(ctx, client.ObjectKey{Namespace: sc.Namespace, Name: clusterNameOf(sc)})
 	if err != nil {
 		// Not reachable yet: the control plane is still coming up.
-		return ctrl.Result{RequeueAfter: networkResync}, nil
+		return ctrl.Result{RequeueAfter: networkResync}, nil //nolint:nilerr // waited for, not an error
 	}
 	var nodes corev1.NodeList
 	if err := workload.List(ctx, &nodes); err != nil {
-		return ctrl.Result{RequeueAfter: networkResync}, nil
+		return ctrl.Result{RequeueAfter: networkResync}, nil //nolint:nilerr // as above
 	}
 	type member struct {
 		host          *host.Host

@@ -190,7 +190,7 @@ func cgroupEmpty(hs []cgroupHierarchy, name string) bool {
 	for _, h := range hs {
 		_ = filepath.WalkDir(filepath.Join(h.Mount, name), func(p string, d fs.DirEntry, err error) error {
 			if err != nil || !d.IsDir() {
-				return nil
+				return nil //nolint:nilerr // what cannot be read holds no process to wait for
 			}
 			if b, err := os.ReadFile(filepath.Join(p, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 				empty = false

@@ -167,7 +167,7 @@ func (lb *LoadBalancer) checkHealth() {
 // CA is the workload cluster's), and /readyz is open to anonymous clients.
 var readinessClient = &http.Client{
 	Timeout:   time.Second,
-	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}, //nolint:gosec // readiness only
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true},
 }
 
 // apiServerReady reports whether the API server at addr answers /readyz

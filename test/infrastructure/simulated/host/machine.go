@@ -147,9 +147,13 @@ type machine struct {
 }
 
 func (m *machine) report(phase infrav1.HostPhase, message, consumer string) {
-	b, _ := json.Marshal(Status{Phase: phase, Message: message, Consumer: consumer})
-	_, _ = m.status.Write(append(b, '\n'))
 	m.log.Printf("%s: %s", phase, message)
+	b, err := json.Marshal(Status{Phase: phase, Message: message, Consumer: consumer})
+	if err != nil {
+		m.log.Printf("reporting the status: %v", err)
+		return
+	}
+	_, _ = m.status.Write(append(b, '\n'))
 }
 
 func runHost() int {

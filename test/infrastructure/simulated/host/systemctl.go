@@ -82,7 +82,9 @@ func (s *systemd) serveSystemctl(l net.Listener) {
 			}
 			out, code := s.systemctl(req.Args)
 			s.log("systemctl %s -> %d", strings.Join(req.Args, " "), code)
-			_ = json.NewEncoder(conn).Encode(systemctlResponse{Output: out, Code: code})
+			if err := json.NewEncoder(conn).Encode(systemctlResponse{Output: out, Code: code}); err != nil {
+				s.log("systemctl %s: answering: %v", strings.Join(req.Args, " "), err)
+			}
 		}()
 	}
 }

@@ -159,7 +159,7 @@ func loadUnit(name string) (unitDefinition, error) {
 		}
 	}
 	if main == "" {
-		return unitDefinition{}, fmt.Errorf("Unit %s could not be found.", name) //nolint:staticcheck // systemctl's own words
+		return unitDefinition{}, fmt.Errorf("Unit %s could not be found.", name) //nolint:revive // systemctl's own words
 	}
 	paths := []string{main}
 	dropIns := map[string]string{}
@@ -313,7 +313,7 @@ func (s *systemd) supervise(ctx context.Context, sv *service, u unitDefinition) 
 	defer finishedOnce()
 	typ := u.value("Service", "Type", "simple")
 	restart := u.value("Service", "Restart", "no")
-	restartSec := parseSeconds(u.value("Service", "RestartSec", "0.1"))
+	restartDelay := parseSeconds(u.value("Service", "RestartSec", "0.1"))
 	out, err := s.logFile(strings.TrimSuffix(sv.name, ".service") + ".log")
 	if err != nil {
 		s.log("systemd: %s: %v", sv.name, err)
@@ -364,7 +364,7 @@ func (s *systemd) supervise(ctx context.Context, sv *service, u unitDefinition) 
 			s.setState(sv, StateInactive)
 			return
 		case <-sv.kick:
-		case <-time.After(restartSec):
+		case <-time.After(restartDelay):
 		}
 	}
 }
@@ -497,11 +497,12 @@ func waitOrStop(ctx context.Context, cmd *exec.Cmd) error {
 // stopGroup sends SIGTERM to a process group, SIGKILL after 10s, and waits.
 func stopGroup(cmd *exec.Cmd, exited <-chan error) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	// Their exit statuses say only that they were stopped.
 	select {
-	case <-exited:
+	case <-exited: //nolint:errcheck // as above
 	case <-time.After(10 * time.Second):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
+		<-exited //nolint:errcheck // as above
 	}
 }
 

@@ -103,7 +103,7 @@ func TestServiceRestartsAndKeepsItsError(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, s, "flaky.service", func(_ ServiceState, starts, failures int) bool { return starts >= 3 && failures >= 3 })
-	_, _, _, last := s.Status("flaky")
+	_, _, _, last := s.Status("flaky") //nolint:dogsled // only the last error matters here
 	if last != "no such flag --from-file" {
 		t.Errorf("last error %q, want the service's last line without its klog header", last)
 	}

@@ -18,6 +18,7 @@ package kubeadmconfig
 
 import (
 	"fmt"
+
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/annotations"
 
@@ -40,9 +41,9 @@ var waitingReasons = map[string]bool{
 	bootstrapv1.KubeadmConfigInternalErrorReason: true,
 }
 
-// setCondition sets a v1beta2 condition and its v1beta1 twin (status.deprecated),
+// setConditionf sets a v1beta2 condition and its v1beta1 twin (status.deprecated),
 // with the message passed through the scope's redaction.
-func (s *scope) setCondition(conditionType string, status metav1.ConditionStatus, reason, format string, args ...any) {
+func (s *scope) setConditionf(conditionType string, status metav1.ConditionStatus, reason, format string, args ...any) {
 	msg := s.redact(fmt.Sprintf(format, args...))
 	conditions.Set(s.cfg, metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: msg})
 	v1Type := clusterv1.ConditionType(conditionType)
@@ -62,21 +63,21 @@ func (s *scope) deleteCondition(conditionType string) {
 	v1beta1conditions.Delete(s.cfg, clusterv1.ConditionType(conditionType))
 }
 
-// dataNotAvailable reports why there is no data secret (yet).
-func (s *scope) dataNotAvailable(reason, format string, args ...any) {
-	s.setCondition(upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, metav1.ConditionFalse, reason, format, args...)
+// dataNotAvailablef reports why there is no data secret (yet).
+func (s *scope) dataNotAvailablef(reason, format string, args ...any) {
+	s.setConditionf(upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, metav1.ConditionFalse, reason, format, args...)
 }
 
 func (s *scope) dataAvailable() {
-	s.setCondition(upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, metav1.ConditionTrue, bootstrapv1.KubeadmConfigDataSecretAvailableReason, "")
+	s.setConditionf(upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, metav1.ConditionTrue, bootstrapv1.KubeadmConfigDataSecretAvailableReason, "")
 }
 
-func (s *scope) certificatesNotAvailable(status metav1.ConditionStatus, reason, format string, args ...any) {
-	s.setCondition(upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, status, reason, format, args...)
+func (s *scope) certificatesNotAvailablef(status metav1.ConditionStatus, reason, format string, args ...any) {
+	s.setConditionf(upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, status, reason, format, args...)
 }
 
 func (s *scope) certificatesAvailable() {
-	s.setCondition(upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, metav1.ConditionTrue, bootstrapv1.KubeadmConfigCertificatesAvailableReason, "")
+	s.setConditionf(upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, metav1.ConditionTrue, bootstrapv1.KubeadmConfigCertificatesAvailableReason, "")
 }
 
 // summarize computes Ready from the other conditions, as upstream does, for

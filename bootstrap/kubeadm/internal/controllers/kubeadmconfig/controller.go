@@ -210,10 +210,10 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) outcome {
 	var missing *ownerNotFoundError
 	switch {
 	case errors.As(err, &missing):
-		s.dataNotAvailable(bootstrapv1.KubeadmConfigOwnerNotFoundReason, "Waiting for the %s %s that owns this KubeadmConfig: not found", missing.kind, missing.name)
+		s.dataNotAvailablef(bootstrapv1.KubeadmConfigOwnerNotFoundReason, "Waiting for the %s %s that owns this KubeadmConfig: not found", missing.kind, missing.name)
 		return outcome{}
 	case errors.Is(err, errPoolsDisabled):
-		r.refuse(s, bootstrapv1.KubeadmConfigMachinePoolFeatureDisabledReason, "%v (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
+		r.refusef(s, bootstrapv1.KubeadmConfigMachinePoolFeatureDisabledReason, "%v (manager flag --feature-gates=%s=true, clusterctl variable %s=true)",
 			err, feature.MachinePool, feature.EnvVar(feature.MachinePool))
 		return outcome{}
 	case err != nil:
@@ -231,7 +231,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) outcome {
 	s.cluster = &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: o.clusterName()}, s.cluster); err != nil {
 		if apierrors.IsNotFound(err) {
-			s.dataNotAvailable(bootstrapv1.KubeadmConfigClusterNotFoundReason, "Cluster %s, named by %s, not found", o.clusterName(), o)
+			s.dataNotAvailablef(bootstrapv1.KubeadmConfigClusterNotFoundReason, "Cluster %s, named by %s, not found", o.clusterName(), o)
 			return outcome{}
 		}
 		return fail(err)

@@ -54,7 +54,7 @@ func (r *Reconciler) reconcileData(ctx context.Context, s *scope) outcome {
 		return done(ctrl.Result{RequeueAfter: cacheLag})
 	}
 	if !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
-		s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForClusterInfrastructureReason, "Waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
+		s.dataNotAvailablef(bootstrapv1.KubeadmConfigWaitingForClusterInfrastructureReason, "Waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
 		return outcome{}
 	}
 	action, o := r.action(ctx, s)
@@ -156,15 +156,15 @@ func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action) (
 	out := &rendered{}
 	p, err := plan.Build(*in)
 	if err != nil {
-		r.refuse(s, planRefusal(err), "%v", err)
+		r.refusef(s, planRefusal(err), "%v", err)
 		return nil, halt(ctrl.Result{})
 	}
 	if out.data, err = bootstrapdata.Render(p); err != nil {
-		r.refuse(s, bootstrapv1.KubeadmConfigRenderFailedReason, "The %s renderer refused the configuration: %v", p.Format, err)
+		r.refusef(s, bootstrapv1.KubeadmConfigRenderFailedReason, "The %s renderer refused the configuration: %v", p.Format, err)
 		return nil, halt(ctrl.Result{})
 	}
 	if size := secretSize(out.data.SecretData()); size > maxSecretSize {
-		r.refuse(s, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason, "The %s bootstrap data is %d bytes, more than the %d bytes a Secret can hold: "+
+		r.refusef(s, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason, "The %s bootstrap data is %d bytes, more than the %d bytes a Secret can hold: "+
 			"move content out of the spec (files from secrets the machine fetches)", p.Format, size, maxSecretSize)
 		return nil, halt(ctrl.Result{})
 	}
@@ -214,32 +214,32 @@ func (r *Reconciler) checkSize(s *scope, d *bootstrapdata.Data) {
 	}
 	size := d.Size()
 	if size <= r.DataSizeLimit {
-		s.setCondition(bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitCondition, metav1.ConditionTrue, bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitReason, "")
+		s.setConditionf(bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitCondition, metav1.ConditionTrue, bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitReason, "")
 		return
 	}
 	hint := "set spec.gzipUserData: true to compress it, or move content out of the spec (files from secrets the machine fetches)"
 	if ptr.Deref(s.cfg.Spec.GzipUserData, false) || d.Format == bootstrapv1.Raw {
 		hint = "move content out of the spec (files from secrets the machine fetches)"
 	}
-	r.warn(s, bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitCondition, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason,
+	r.warnf(s, bootstrapv1.KubeadmConfigBootstrapDataSizeWithinLimitCondition, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason,
 		"The %s bootstrap data is %d bytes, over the limit of %d bytes (--bootstrap-data-size-limit); the infrastructure may refuse it: %s",
 		d.Format, size, r.DataSizeLimit, hint)
 }
 
-// refuse reports why there is no data when only a person can fix it (the
+// refusef reports why there is no data when only a person can fix it (the
 // spec, what it refers to, the manager's flags), with a warning event when the
 // config enters that state.
-func (r *Reconciler) refuse(s *scope, reason, format string, args ...any) {
-	r.warn(s, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, reason, format, args...)
+func (r *Reconciler) refusef(s *scope, reason, format string, args ...any) {
+	r.warnf(s, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition, reason, format, args...)
 }
 
-func (r *Reconciler) warn(s *scope, conditionType, reason, format string, args ...any) {
+func (r *Reconciler) warnf(s *scope, conditionType, reason, format string, args ...any) {
 	// The reason is copied: Get points into the conditions that Set rewrites.
 	prevReason := ""
 	if prev := conditions.Get(s.cfg, conditionType); prev != nil {
 		prevReason = prev.Reason
 	}
-	s.setCondition(conditionType, metav1.ConditionFalse, reason, format, args...)
+	s.setConditionf(conditionType, metav1.ConditionFalse, reason, format, args...)
 	if prevReason != reason {
 		r.Recorder.Eventf(s.cfg, nil, corev1.EventTypeWarning, reason, "Bootstrap", "%s", conditions.Get(s.cfg, conditionType).Message)
 	}
@@ -290,7 +290,7 @@ func (r *Reconciler) putDataSecret(ctx context.Context, s *scope, out *rendered,
 		}
 	}
 	if why := cannotTake(existing, s.cfg); why != "" {
-		r.refuse(s, bootstrapv1.KubeadmConfigDataSecretConflictReason, "Secret %s already exists and %s; it is not overwritten", klog.KObj(existing), why)
+		r.refusef(s, bootstrapv1.KubeadmConfigDataSecretConflictReason, "Secret %s already exists and %s; it is not overwritten", klog.KObj(existing), why)
 		return halt(ctrl.Result{})
 	}
 	existing.Labels = mergeMaps(existing.Labels, want.Labels)
@@ -464,7 +464,7 @@ func (r *Reconciler) ensureControllerRef(ctx context.Context, s *scope, sec *cor
 		return outcome{}
 	}
 	if why := cannotTake(sec, s.cfg); why != "" {
-		s.dataNotAvailable(bootstrapv1.KubeadmConfigDataSecretConflictReason, "Secret %s %s", klog.KObj(sec), why)
+		s.dataNotAvailablef(bootstrapv1.KubeadmConfigDataSecretConflictReason, "Secret %s %s", klog.KObj(sec), why)
 		return halt(ctrl.Result{})
 	}
 	orig := sec.DeepCopy()

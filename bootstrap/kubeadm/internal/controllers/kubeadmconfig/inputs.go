@@ -57,11 +57,11 @@ func controlPlaneInitialized(c *clusterv1.Cluster) bool {
 func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, outcome) {
 	if !controlPlaneInitialized(s.cluster) {
 		if !s.owner.isControlPlane() {
-			s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForControlPlaneInitReason, "Waiting for the control plane of Cluster %s to be initialized", s.cluster.Name)
+			s.dataNotAvailablef(bootstrapv1.KubeadmConfigWaitingForControlPlaneInitReason, "Waiting for the control plane of Cluster %s to be initialized", s.cluster.Name)
 			return "", halt(ctrl.Result{})
 		}
 		if !r.InitLock.Acquire(ctx, s.cluster, s.owner.machine) {
-			s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForInitLockReason, "Another control-plane Machine holds the init lock of Cluster %s; this one joins once the control plane is initialized", s.cluster.Name)
+			s.dataNotAvailablef(bootstrapv1.KubeadmConfigWaitingForInitLockReason, "Another control-plane Machine holds the init lock of Cluster %s; this one joins once the control plane is initialized", s.cluster.Name)
 			return "", halt(ctrl.Result{RequeueAfter: initLockRetry})
 		}
 		return plan.ActionInit, outcome{}
@@ -85,19 +85,19 @@ func (r *Reconciler) gatherInputs(ctx context.Context, s *scope, action plan.Act
 	// (KubeadmControlPlane copies them from its machine template).
 	spec, errs := fieldrules.Resolve(s.cfg.Annotations, &s.cfg.Spec, field.NewPath("metadata", "annotations"))
 	if len(errs) > 0 {
-		r.refuse(s, bootstrapv1.KubeadmConfigInvalidConfigurationReason, "%s", errs.ToAggregate().Error())
+		r.refusef(s, bootstrapv1.KubeadmConfigInvalidConfigurationReason, "%s", errs.ToAggregate().Error())
 		return nil, halt(ctrl.Result{})
 	}
 	if msg := fieldrules.FormatDisabled(spec.EffectiveFormat(), r.Gates); msg != "" {
-		r.refuse(s, bootstrapv1.KubeadmConfigFormatFeatureDisabledReason, "%s", msg)
+		r.refusef(s, bootstrapv1.KubeadmConfigFormatFeatureDisabledReason, "%s", msg)
 		return nil, halt(ctrl.Result{})
 	}
 	if _, _, err := plan.MachineVersion(s.owner.kubernetesVersion()); err != nil {
-		r.refuse(s, bootstrapv1.KubeadmConfigInvalidKubernetesVersionReason, "%s: %v", s.owner, err)
+		r.refusef(s, bootstrapv1.KubeadmConfigInvalidKubernetesVersionReason, "%s: %v", s.owner, err)
 		return nil, halt(ctrl.Result{})
 	}
 	if action != plan.ActionInit && needsClusterEndpoint(spec) && !s.cluster.Spec.ControlPlaneEndpoint.IsValid() {
-		s.dataNotAvailable(bootstrapv1.KubeadmConfigWaitingForControlPlaneEndpointReason, "Waiting for Cluster %s to have spec.controlPlaneEndpoint", s.cluster.Name)
+		s.dataNotAvailablef(bootstrapv1.KubeadmConfigWaitingForControlPlaneEndpointReason, "Waiting for Cluster %s to have spec.controlPlaneEndpoint", s.cluster.Name)
 		return nil, halt(ctrl.Result{})
 	}
 	certs, o := r.certificates(ctx, s, action)
@@ -177,16 +177,16 @@ func (r *Reconciler) certificates(ctx context.Context, s *scope, action plan.Act
 		s.certificatesAvailable()
 		return certs, outcome{}
 	case errors.Is(err, secret.ErrMissingCertificate), errors.Is(err, secret.ErrMissingCrt), errors.Is(err, secret.ErrMissingKey):
-		s.certificatesNotAvailable(metav1.ConditionFalse, bootstrapv1.KubeadmConfigCertificatesMissingReason, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
+		s.certificatesNotAvailablef(metav1.ConditionFalse, bootstrapv1.KubeadmConfigCertificatesMissingReason, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
 		return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
 	case apierrors.IsNotFound(err):
-		s.certificatesNotAvailable(metav1.ConditionFalse, bootstrapv1.KubeadmConfigCertificatesMissingReason, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
+		s.certificatesNotAvailablef(metav1.ConditionFalse, bootstrapv1.KubeadmConfigCertificatesMissingReason, "Waiting for the certificates of Cluster %s: %v", s.cluster.Name, err)
 		return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
 	case isAPIError(err):
-		s.certificatesNotAvailable(metav1.ConditionUnknown, bootstrapv1.KubeadmConfigInternalErrorReason, "Reading the certificates of Cluster %s failed; retrying", s.cluster.Name)
+		s.certificatesNotAvailablef(metav1.ConditionUnknown, bootstrapv1.KubeadmConfigInternalErrorReason, "Reading the certificates of Cluster %s failed; retrying", s.cluster.Name)
 		return nil, fail(err)
 	default:
-		r.warn(s, upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, bootstrapv1.KubeadmConfigCertificatesCorruptedReason, "The certificates of Cluster %s cannot be used: %v", s.cluster.Name, err)
+		r.warnf(s, upstreambootstrapv1.KubeadmConfigCertificatesAvailableCondition, bootstrapv1.KubeadmConfigCertificatesCorruptedReason, "The certificates of Cluster %s cannot be used: %v", s.cluster.Name, err)
 		return nil, halt(ctrl.Result{})
 	}
 }
@@ -239,7 +239,7 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 		sec := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: u.ref.Name}, sec); err != nil {
 			if apierrors.IsNotFound(err) {
-				s.dataNotAvailable(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
+				s.dataNotAvailablef(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
 				return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
 			}
 			return nil, fail(fmt.Errorf("reading Secret %s/%s for %s: %w", s.cfg.Namespace, u.ref.Name, u.field, err))
@@ -251,14 +251,14 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 			}
 			b, ok := sec.Data[other.ref.Key]
 			if !ok {
-				s.dataNotAvailable(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s has no key %q", other.field, s.cfg.Namespace, other.ref.Name, other.ref.Key)
+				s.dataNotAvailablef(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s has no key %q", other.field, s.cfg.Namespace, other.ref.Name, other.ref.Key)
 				return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
 			}
 			if _, seen := values[other.ref]; seen {
 				continue
 			}
 			if err := budget.Spend(other.field, len(b)); err != nil {
-				r.refuse(s, bootstrapv1.KubeadmConfigContentTooLargeReason, "%v", err)
+				r.refusef(s, bootstrapv1.KubeadmConfigContentTooLargeReason, "%v", err)
 				return nil, halt(ctrl.Result{})
 			}
 			s.addSensitive(string(b))
@@ -281,7 +281,7 @@ func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string,
 	}
 	obj, err := external.GetObjectFromContractVersionedRef(ctx, r.APIReader, ref, s.cluster.Namespace)
 	if err != nil {
-		s.dataNotAvailable(bootstrapv1.KubeadmConfigControlPlaneVersionUnavailableReason, "spec.files templates need the version of %s %s, which cannot be read: %v", ref.Kind, ref.Name, err)
+		s.dataNotAvailablef(bootstrapv1.KubeadmConfigControlPlaneVersionUnavailableReason, "spec.files templates need the version of %s %s, which cannot be read: %v", ref.Kind, ref.Name, err)
 		return "", halt(ctrl.Result{RequeueAfter: waitRetry})
 	}
 	// A control plane without a string spec.version has no known version.

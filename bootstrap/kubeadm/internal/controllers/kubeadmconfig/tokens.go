@@ -62,7 +62,7 @@ func (s *scope) specToken() (bootstraptoken.Token, bool) {
 func (r *Reconciler) tokens(ctx context.Context, s *scope) (*bootstraptoken.Manager, outcome) {
 	c, err := r.ClusterCache.GetUncachedClient(ctx, util.ObjectKey(s.cluster))
 	if errors.Is(err, clustercache.ErrClusterNotConnected) {
-		s.dataNotAvailable(bootstrapv1.KubeadmConfigWorkloadClusterUnreachableReason, "Waiting to reach the API server of Cluster %s to look after its bootstrap token", s.cluster.Name)
+		s.dataNotAvailablef(bootstrapv1.KubeadmConfigWorkloadClusterUnreachableReason, "Waiting to reach the API server of Cluster %s to look after its bootstrap token", s.cluster.Name)
 		return nil, halt(ctrl.Result{RequeueAfter: unreachableRetry})
 	}
 	if err != nil {
@@ -109,7 +109,7 @@ func (r *Reconciler) joinToken(ctx context.Context, s *scope, action plan.Action
 	}
 	tok, expires, err := m.Create(ctx, s.tokenOwner(), previous)
 	if err != nil {
-		s.dataNotAvailable(bootstrapv1.KubeadmConfigBootstrapTokenFailedReason, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
+		s.dataNotAvailablef(bootstrapv1.KubeadmConfigBootstrapTokenFailedReason, "Creating a bootstrap token in Cluster %s failed; retrying: %v", s.cluster.Name, err)
 		return nil, time.Time{}, fail(err)
 	}
 	s.addSensitive(tok.Value(), tok.Secret)

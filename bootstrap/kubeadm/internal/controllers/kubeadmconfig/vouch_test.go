@@ -81,18 +81,18 @@ func TestChosenSecretAfterTheData(t *testing.T) {
 	f := newRunningCluster(t)
 	_, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
 	f.waitForData(cfg)
-	real := f.specToken(cfg)
-	chosen := bootstraptoken.Token{ID: real.ID, Secret: chosenSecret}
+	issued := f.specToken(cfg)
+	chosen := bootstraptoken.Token{ID: issued.ID, Secret: chosenSecret}
 	f.setSpecToken(cfg, chosen)
 	// Two looks at the token (one per half TTL) with the chosen secret.
 	deadline := time.Now().Add(testTTL + 2*time.Second)
 	for time.Now().Before(deadline) {
-		expectNoChosenToken(t, real.ID)
+		expectNoChosenToken(t, issued.ID)
 		time.Sleep(250 * time.Millisecond)
 	}
 	stop()
 
-	if s, ok := tokenSecret(t, real.ID); ok {
+	if s, ok := tokenSecret(t, issued.ID); ok {
 		if err := workload.Client.Delete(f.ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestChosenSecretAfterTheData(t *testing.T) {
 	startManager(t, "--bootstrap-token-ttl="+testTTL.String())
 	deadline = time.Now().Add(testTTL + 2*time.Second)
 	for time.Now().Before(deadline) {
-		expectNoChosenToken(t, real.ID)
+		expectNoChosenToken(t, issued.ID)
 		time.Sleep(250 * time.Millisecond)
 	}
 }

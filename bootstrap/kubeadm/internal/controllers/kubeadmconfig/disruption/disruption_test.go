@@ -704,13 +704,13 @@ func (f *fixture) expectTokens(c bootstrapv1.KubeadmConfig, spec bootstraptoken.
 	}
 	if _, found := byID[spec.ID]; !found {
 		f.t.Errorf("%s: its token %s is not labelled as its own", c.Name, spec.ID)
-		return
+		return ok
 	}
 	if !strings.HasPrefix(c.Name, "pool-") {
 		if len(owned) != 1 {
 			f.t.Errorf("%s: %d tokens, want 1", c.Name, len(owned))
 		}
-		return
+		return ok
 	}
 	// Walk the rotations from the first token to the spec's.
 	chain, previous := 0, ""
@@ -723,7 +723,7 @@ func (f *fixture) expectTokens(c bootstrapv1.KubeadmConfig, spec bootstraptoken.
 		}
 		if next == "" {
 			f.t.Errorf("%s: the rotations from its first token do not reach the spec's %s (stuck after %q)", c.Name, spec.ID, previous)
-			return
+			return ok
 		}
 		chain++
 		previous = next
@@ -734,7 +734,7 @@ func (f *fixture) expectTokens(c bootstrapv1.KubeadmConfig, spec bootstraptoken.
 	if chain < 2 {
 		f.t.Errorf("%s: the pool's token never rotated", c.Name)
 	}
-	return
+	return ok
 }
 
 func (f *fixture) client() client.Client { return f.env.Client }
