@@ -41,11 +41,11 @@ $(GOLANGCI_LINT):
 ##@ Generate
 
 .PHONY: generate
-generate: generate-go generate-manifests generate-docs ## Regenerate deepcopy, CRDs, RBAC, webhook manifests and docs/formats.md.
+generate: generate-go generate-manifests generate-docs ## Regenerate deepcopy, CRDs, RBAC, webhook manifests and docs/reference/fields.md.
 
 .PHONY: generate-docs
 generate-docs:
-	go run ./hack/formatsdoc docs/formats.md
+	go run ./hack/formatsdoc docs/reference/fields.md
 
 .PHONY: generate-go
 generate-go: $(CONTROLLER_GEN)

@@ -14,11 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command formatsdoc writes docs/formats.md from formats.md.tmpl and the
+// Command formatsdoc writes docs/reference/fields.md from formats.md.tmpl and the
 // field rule table (internal/fieldrules), so the page can never disagree
 // with admission.
 //
-//	go run ./hack/formatsdoc docs/formats.md
+//	go run ./hack/formatsdoc docs/reference/fields.md
 package main
 
 import (

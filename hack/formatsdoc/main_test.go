@@ -24,11 +24,11 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 )
 
-// TestFormatsDocIsCurrent: docs/formats.md is what the template and the
+// TestFormatsDocIsCurrent: docs/reference/fields.md is what the template and the
 // table make (make verify-generate checks it too), and names every field of
 // the table.
 func TestFormatsDocIsCurrent(t *testing.T) {
-	got, err := os.ReadFile("../../docs/formats.md")
+	got, err := os.ReadFile("../../docs/reference/fields.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestFormatsDocIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(got) != string(want) {
-		t.Fatal("docs/formats.md is stale: run make generate")
+		t.Fatal("docs/reference/fields.md is stale: run make generate")
 	}
 	for _, r := range fieldrules.Rules {
 		if !strings.Contains(string(got), "`"+r.Field+"`") {

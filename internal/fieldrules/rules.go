@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package fieldrules is the one table that decides, per bootstrap format,
 // which KubeadmConfig spec fields are supported, restricted or rejected. The
-// admission webhooks, `render --validate` and docs/formats.md all read it.
+// admission webhooks, `render --validate` and docs/reference/fields.md all read it.
 package fieldrules
 
 import (

@@ -21,7 +21,7 @@ limitations under the License.
 // writes Cluster API's success sentinel.
 //
 // The data is a data secret's Data map (keys `value`, `format`, `files`); see
-// docs/raw-format.md and the document types in bootstrap/kubeadm/api/raw/v1alpha1.
+// docs/agents/raw-format.md and the document types in bootstrap/kubeadm/api/raw/v1alpha1.
 package rawagent
 
 import (

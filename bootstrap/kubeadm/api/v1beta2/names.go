@@ -30,7 +30,7 @@ import (
 // and rolls its machines out on any spec difference, but it copies
 // spec.machineTemplate.metadata's annotations onto every KubeadmConfig it
 // creates (and keeps them in sync without a rollout). The spec KCP wrote
-// stays as it wrote it; docs/topologies.md describes both.
+// stays as it wrote it; docs/user/topologies.md describes both.
 const (
 	// FormatAnnotation chooses the format of a KubeadmConfig whose spec has
 	// the default, cloud-config (e.g. "raw" for a KCP control plane).
@@ -82,7 +82,7 @@ func InitLockName(clusterName string) string { return clusterName + "-lock" }
 // Reasons of the DataSecretAvailable and CertificatesAvailable conditions
 // beyond upstream's. Every state a KubeadmConfig can wait or fail in has its
 // own reason, so `kubectl get kubeadmconfig -o wide` and alerts can tell them
-// apart; the message says what to do. docs/controller.md describes each.
+// apart; the message says what to do. docs/reference/controller.md describes each.
 const (
 	KubeadmConfigOwnerNotFoundReason                   = "OwnerNotFound"
 	KubeadmConfigMachinePoolFeatureDisabledReason      = "MachinePoolFeatureDisabled"

@@ -31,7 +31,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan/plantest"
 )
 
-const sizesDoc = "../../../../docs/sizes.md"
+const sizesDoc = "../../../../docs/user/sizes.md"
 
 // sizesMarkdown measures the data of the test specs in every format and
 // action, plain and with gzipUserData, against the common limits.
@@ -107,7 +107,7 @@ func overLimits(d *bootstrapdata.Data) string {
 	return strings.Join(over, ", ")
 }
 
-// TestSizesDocIsCurrent keeps docs/sizes.md equal to what the renderers
+// TestSizesDocIsCurrent keeps docs/user/sizes.md equal to what the renderers
 // produce today (the test PKI and token are fixed, gzip is deterministic).
 func TestSizesDocIsCurrent(t *testing.T) {
 	got := sizesMarkdown(t)
@@ -121,6 +121,6 @@ func TestSizesDocIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(want) != got {
-		t.Errorf("docs/sizes.md is stale: go test ./bootstrap/kubeadm/internal/bootstrapdata -run TestSizesDocIsCurrent -update")
+		t.Errorf("docs/user/sizes.md is stale: go test ./bootstrap/kubeadm/internal/bootstrapdata -run TestSizesDocIsCurrent -update")
 	}
 }

@@ -27,7 +27,7 @@ limitations under the License.
 //     neither.
 //
 // The files travel separately because `kubeadm config validate` rejects any
-// document kind it does not know. docs/raw-format.md describes the schema.
+// document kind it does not know. docs/agents/raw-format.md describes the schema.
 package raw
 
 import (

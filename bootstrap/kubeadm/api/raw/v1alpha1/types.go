@@ -19,7 +19,7 @@ limitations under the License.
 //
 // A raw data secret carries kubeadm's configuration stream under the usual
 // `value` key and, when kubeadm needs files on disk before it runs, a
-// BootstrapFiles document under FilesKey. docs/raw-format.md describes both;
+// BootstrapFiles document under FilesKey. docs/agents/raw-format.md describes both;
 // pkg/rawagent is a ready-made agent.
 package v1alpha1
 
