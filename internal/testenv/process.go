@@ -287,7 +287,7 @@ func freePorts(n int) ([]int, error) {
 // its own: tmpfs on /run). Upstream's manager reads its leader-election
 // lease's namespace only from there.
 func PodNamespaceWrap(ns string) []string {
-	const podFiles = `mount -t tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && ` +
+	const podFiles = `mount -t tmpfs pod-files /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && ` +
 		`printf %s "$NAMESPACE" > /run/secrets/kubernetes.io/serviceaccount/namespace && exec "$@"`
 	return []string{"env", "NAMESPACE=" + ns, "unshare", "--mount", "sh", "-c", podFiles, "sh"}
 }
