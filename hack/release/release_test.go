@@ -44,8 +44,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 const testTag = "v0.1.0"
@@ -419,7 +419,7 @@ func TestClusterctlAcceptsTheRelease(t *testing.T) {
 
 // applyAll applies the objects with server-side apply: cluster-scoped and
 // namespaces first, then CRDs are waited for, then the rest.
-func applyAll(ctx context.Context, t *testing.T, env *testenv.Env, objs []*unstructured.Unstructured) {
+func applyAll(ctx context.Context, t *testing.T, env *testenv.Environment, objs []*unstructured.Unstructured) {
 	t.Helper()
 	c, err := client.New(env.Config, client.Options{})
 	if err != nil {

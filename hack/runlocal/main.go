@@ -39,7 +39,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 )
 
 func main() {
@@ -70,7 +70,7 @@ func run(manager string, extra []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := env.Start(); err != nil {
+	if err := env.Start(); err != nil {
 		return fmt.Errorf("starting the local API server: %w", err)
 	}
 	defer func() { _ = env.Stop() }()
@@ -80,18 +80,18 @@ func run(manager string, extra []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	path, err := testenv.WriteAdminKubeconfig(env, dir)
+	path, err := env.WriteAdminKubeconfig(dir)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("local API server running; try: KUBECONFIG=%s kubectl get kubeadmconfigs -A\n", path)
 	fmt.Println("manager health: http://127.0.0.1:9440/healthz  readiness: http://127.0.0.1:9440/readyz  (Ctrl-C stops)")
 
-	hooks := env.WebhookInstallOptions
+	hooks := env.Webhooks()
 	args := append([]string{
 		"--kubeconfig=" + path,
-		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
-		"--webhook-cert-dir=" + hooks.LocalServingCertDir,
+		fmt.Sprintf("--webhook-port=%d", hooks.Port),
+		"--webhook-cert-dir=" + hooks.CertDir,
 		"--health-addr=127.0.0.1:9440",
 		"--diagnostics-address=127.0.0.1:8443",
 		"--insecure-diagnostics",

@@ -30,7 +30,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
 )
 
 // descendants lists the processes below pid (children are listed per
@@ -79,13 +79,13 @@ func alive(pid int) bool {
 func TestParentKilledStopsEverything(t *testing.T) {
 	dir := t.TempDir()
 	for name, pkg := range map[string]string{"runlocal": "./hack/runlocal", "manager": "./bootstrap/kubeadm/cmd/manager"} {
-		if err := testenv.GoBuild(filepath.Join(dir, name), pkg); err != nil {
+		if err := process.Build(filepath.Join(dir, name), pkg); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// bash stands for make: it runs runlocal as its child.
 	parent := exec.Command("bash", "-c", `"$@"; echo runlocal exited`, "bash", filepath.Join(dir, "runlocal"), filepath.Join(dir, "manager"),
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", testenv.FreePort(t)), fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", testenv.FreePort(t)))
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", process.FreePort(t)), fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", process.FreePort(t)))
 	stdout, err := parent.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

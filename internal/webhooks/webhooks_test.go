@@ -43,42 +43,27 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 )
 
 // All tests share one API server and one webhook server; the gates are a
 // mutable instance the tests switch.
 var (
-	env   *testenv.Env
+	env   *testenv.Environment
 	gates featuregate.MutableFeatureGate
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		t := &mainT{}
-		defer t.cleanup()
-		gates = feature.NewFeatureGates()
-		env = testenv.Start(t, testenv.Options{WithWebhooks: true, WithClusterAPI: true})
-		env.ServeWebhooks(t, gates)
-		return m.Run()
-	}())
-}
-
-// mainT lets TestMain use helpers written for tests.
-type mainT struct {
-	testing.TB
-	cleanups []func()
-}
-
-func (t *mainT) Helper()                           {}
-func (t *mainT) Cleanup(f func())                  { t.cleanups = append(t.cleanups, f) }
-func (t *mainT) Fatal(args ...any)                 { panic(fmt.Sprint(args...)) }
-func (t *mainT) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
-func (t *mainT) Logf(format string, args ...any)   { fmt.Printf(format+"\n", args...) }
-func (t *mainT) cleanup() {
-	for i := len(t.cleanups) - 1; i >= 0; i-- {
-		t.cleanups[i]()
-	}
+	gates = feature.NewFeatureGates()
+	os.Exit(testenv.Run(testenv.RunInput{
+		M:          m,
+		Management: testenv.Options{WithWebhooks: true, WithClusterAPI: true},
+		Setup: func(s *testenv.Shared) (func(), error) {
+			env = s.Management
+			stop, err := env.ServeWebhooks(gates)
+			return func() { _ = stop() }, err
+		},
+	}))
 }
 
 func setGates(t *testing.T, ignition, raw bool) {

@@ -24,8 +24,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 // BenchmarkScaleArrival: machines arrive at a steady rate (SCALE_ARRIVAL_RATE
@@ -66,7 +64,7 @@ func runArrival(b *testing.B, impl string, clusters, rate int, duration time.Dur
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := newFleet(b, ctx, impl, fmt.Sprintf("%s-arrival-%d", impl, clusters), clusters)
-	must(b, testenv.InParallel(len(f.names), func(i int) error { return f.addCluster(ctx, f.names[i], true) }))
+	inParallel(b, 8, len(f.names), func(i int) error { return f.addCluster(ctx, f.names[i], true) })
 	f.start(b, ctx)
 	defer f.mgr.stop(b)
 	// Connected: the manager holds a connection to every workload cluster.

@@ -30,6 +30,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/requestcount"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,7 +47,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 // workloads serves the workload clusters of the many-cluster runs; started
@@ -172,14 +174,14 @@ type fleet struct {
 	names    []string // Cluster names, also their workload clusters' listener names
 	ports    map[string]int32
 
-	mgmtCounter *testenv.RequestCounter
+	mgmtCounter *requestcount.Counter
 	kubeconfig  []byte // reaches the management API server through mgmtCounter
 	mgr         *manager
 	watch       *readiness
 }
 
 func newFleet(b *testing.B, ctx context.Context, impl, ns string, clusters int) *fleet {
-	f := &fleet{impl: impl, ns: ns, ports: map[string]int32{}, mgmtCounter: testenv.NewRequestCounter()}
+	f := &fleet{impl: impl, ns: ns, ports: map[string]int32{}, mgmtCounter: requestcount.New()}
 	must(b, mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	var err error
 	f.kubeconfig, err = f.mgmtCounter.Proxy(ctx, mgmt.Config)
@@ -189,13 +191,13 @@ func newFleet(b *testing.B, ctx context.Context, impl, ns string, clusters int) 
 	}
 	w := workloadServersFor(b)
 	var mu sync.Mutex
-	must(b, testenv.InParallel(len(f.names), func(i int) error {
+	inParallel(b, 8, len(f.names), func(i int) error {
 		port, err := w.ensure(ctx, f.names[i])
 		mu.Lock()
 		f.ports[f.names[i]] = port
 		mu.Unlock()
 		return err
-	}))
+	})
 	_, err = w.removeTokens(ctx, f.names)
 	must(b, err)
 	return f
@@ -298,7 +300,7 @@ func (f *fleet) addMachine(ctx context.Context, clusterName string, i int, init 
 
 // baseline is what a run's figures are counted from.
 type baseline struct {
-	mgmt     testenv.Counts
+	mgmt     requestcount.Counts
 	workload map[string]float64
 	cpu      float64
 }
@@ -347,7 +349,7 @@ func (f *fleet) unpause(ctx context.Context, name string) error {
 }
 
 func (f *fleet) start(b *testing.B, ctx context.Context) {
-	f.mgr = startManager(b, f.impl, f.ns, f.kubeconfig, "--profiler-address=127.0.0.1:"+strconv.Itoa(testenv.FreePort(b)))
+	f.mgr = startManager(b, f.impl, f.ns, f.kubeconfig, "--profiler-address=127.0.0.1:"+strconv.Itoa(process.FreePort(b)))
 	var err error
 	f.watch, err = watchReadiness(ctx, f.ns)
 	must(b, err)
@@ -499,7 +501,7 @@ type clustersResult struct {
 	n            int // configs measured; shape.configs() when 0
 	wall         time.Duration
 	lat          []time.Duration
-	counts       testenv.Counts
+	counts       requestcount.Counts
 	workloadReqs map[string]float64
 	tokens       int
 	heapMB       float64 // live heap after a forced collection
@@ -593,17 +595,17 @@ func runClusters(b *testing.B, impl string, s shape) clustersResult {
 	defer cancel()
 	f := newFleet(b, ctx, impl, fmt.Sprintf("%s-%s", impl, s), s.clusters)
 	b.Logf("%s, %s: workload API servers up; creating %d Clusters and %d Machines", impl, s, s.clusters, s.configs())
-	must(b, testenv.InParallel(len(f.names), func(i int) error { return f.addCluster(ctx, f.names[i], false) }))
+	inParallel(b, 8, len(f.names), func(i int) error { return f.addCluster(ctx, f.names[i], false) })
 	configsOf := map[string][]string{}
 	var mu sync.Mutex
-	must(b, testenv.InParallel(s.configs(), func(i int) error {
+	inParallel(b, 8, s.configs(), func(i int) error {
 		cl := f.names[i/s.machines]
 		name, err := f.addMachine(ctx, cl, i%s.machines, true)
 		mu.Lock()
 		configsOf[cl] = append(configsOf[cl], name)
 		mu.Unlock()
 		return err
-	}))
+	})
 	var all []string
 	for _, names := range configsOf {
 		all = append(all, names...)
@@ -640,14 +642,14 @@ func runClusters(b *testing.B, impl string, s shape) clustersResult {
 	b.Logf("%s, %s: unpausing %d Clusters", impl, s, s.clusters)
 	b.StartTimer()
 	t0 := time.Now()
-	must(b, testenv.InParallelN(len(f.names), 64, func(i int) error {
+	inParallel(b, 64, len(f.names), func(i int) error {
 		cl := f.names[i]
 		if err := f.unpause(ctx, cl); err != nil {
 			return err
 		}
 		f.watch.ready([]string{cl + "-m-0000"}, time.Now())
 		return nil
-	}))
+	})
 	b.Logf("%s, %s: all Clusters unpaused in %s", impl, s, time.Since(t0).Round(time.Millisecond))
 	last := f.watch.wait(b, all, envDuration(b, "SCALE_TIMEOUT", 30*time.Minute), f.mgr.logTail)
 	wall := last.Sub(t0)

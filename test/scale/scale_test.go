@@ -27,12 +27,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/requestcount"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,12 +53,12 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 )
 
 var (
-	mgmt, workload *testenv.Env
-	binDir         string
+	mgmt, workload *testenv.Environment
+	binaries       map[string]string
 )
 
 func TestMain(m *testing.M) {
@@ -65,37 +69,22 @@ func TestMain(m *testing.M) {
 		// Only the benchmark needs the binaries and API servers: `go test ./...` stays fast.
 		os.Exit(m.Run())
 	}
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	var err error
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	if binDir, err = os.MkdirTemp("", "scale-bin-"); err != nil {
-		return fail(err)
-	}
-	defer os.RemoveAll(binDir)
-	// The real binaries: this provider's, and upstream's manager built from
-	// the module version go.mod pins.
-	for name, pkg := range map[string]string{"ours": "./bootstrap/kubeadm/cmd/manager", "upstream": "sigs.k8s.io/cluster-api/bootstrap/kubeadm"} {
-		if err := testenv.GoBuild(filepath.Join(binDir, name), pkg); err != nil {
-			return fail(err)
-		}
-	}
-	if mgmt, err = testenv.New(testenv.Options{WithWebhooks: true, WithClusterAPI: true}); err != nil {
-		return fail(err)
-	}
-	defer func() { _ = mgmt.Stop() }()
-	if workload, err = testenv.New(testenv.Options{}); err != nil {
-		return fail(err)
-	}
-	defer func() { _ = workload.Stop() }()
-	defer func() {
-		if workloads != nil {
-			workloads.shutdown()
-		}
-	}()
-	return m.Run()
+	os.Exit(testenv.Run(testenv.RunInput{
+		M:          m,
+		Management: testenv.Options{WithWebhooks: true, WithClusterAPI: true},
+		Workload:   true,
+		// The real binaries: this provider's, and upstream's manager built
+		// from the module version go.mod pins.
+		Binaries: map[string]string{"ours": "./bootstrap/kubeadm/cmd/manager", "upstream": "sigs.k8s.io/cluster-api/bootstrap/kubeadm"},
+		Setup: func(s *testenv.Shared) (func(), error) {
+			mgmt, workload, binaries = s.Management, s.Workload, s.Binaries
+			return func() {
+				if workloads != nil {
+					workloads.shutdown()
+				}
+			}, nil
+		},
+	}))
 }
 
 // serveWebhooks serves this provider's admission for every object of a
@@ -105,14 +94,14 @@ func serveWebhooks(b *testing.B) {
 	if err := gates.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): true}); err != nil {
 		b.Fatal(err)
 	}
-	mgmt.ServeWebhooks(b, gates)
+	mgmt.StartWebhooks(b, gates)
 }
 
 // result is one implementation's run at one size.
 type result struct {
 	n        int
 	wall     time.Duration
-	counts   testenv.Counts
+	counts   requestcount.Counts
 	tokens   int // bootstrap tokens that exist in the workload cluster afterwards
 	creates  int // token create requests (a retry that finds its token counts here only)
 	heapMB   float64
@@ -200,7 +189,7 @@ func run(b *testing.B, impl string, n int) result {
 	ns := fmt.Sprintf("%s-%d", impl, n)
 	must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 
-	mgmtCounter, workloadCounter := testenv.NewRequestCounter(), testenv.NewRequestCounter()
+	mgmtCounter, workloadCounter := requestcount.New(), requestcount.New()
 	mgmtKubeconfig, err := mgmtCounter.Proxy(ctx, mgmt.Config)
 	must(b, err)
 	workloadKubeconfig, err := workloadCounter.Proxy(ctx, workload.Config)
@@ -296,6 +285,18 @@ func countTokens(b *testing.B) int {
 	return n
 }
 
+// inParallel runs do(i) for every i in [0, n), width at a time, as Cluster
+// API's controllers create many objects at once, and fails on any error.
+func inParallel(b *testing.B, width, n int, do func(int) error) {
+	b.Helper()
+	var g errgroup.Group
+	g.SetLimit(width)
+	for i := range n {
+		g.Go(func() error { return do(i) })
+	}
+	must(b, g.Wait())
+}
+
 func must(b *testing.B, err error) {
 	b.Helper()
 	if err != nil {
@@ -306,7 +307,7 @@ func must(b *testing.B, err error) {
 // createMachines creates one control-plane Machine and n-1 workers, each
 // with its KubeadmConfig owned by it.
 func createMachines(b *testing.B, ns string, n int) {
-	must(b, testenv.InParallel(n, func(i int) error { return createMachine(context.Background(), ns, i) }))
+	inParallel(b, 8, n, func(i int) error { return createMachine(context.Background(), ns, i) })
 }
 
 func createMachine(ctx context.Context, ns string, i int) error {
@@ -358,15 +359,15 @@ func startManager(b *testing.B, impl, ns string, kubeconfig []byte, extra ...str
 	// (--clustercache-client-qps, 20 by default in both) that otherwise caps
 	// both at 20 token creates a second.
 	args = append(args, strings.Fields(os.Getenv("SCALE_FLAGS"))...)
-	return &manager{Manager: testenv.StartManager(b, testenv.ManagerOptions{
-		Binary: filepath.Join(binDir, impl), Name: impl, Kubeconfig: kubeconfig,
-		WebhookCertDir: mgmt.Environment.WebhookInstallOptions.LocalServingCertDir, Args: args,
+	return &manager{Manager: process.StartManager(b, process.ManagerOptions{
+		Binary: binaries[impl], Name: impl, Kubeconfig: kubeconfig,
+		WebhookCertDir: mgmt.Webhooks().CertDir, Args: args,
 	}), profiler: profiler}
 }
 
 // manager is a manager binary running for one measurement.
 type manager struct {
-	*testenv.Manager
+	*process.Manager
 	profiler string // pprof's address, when it serves it
 }
 

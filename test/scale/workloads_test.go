@@ -28,6 +28,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,8 +46,6 @@ import (
 	capicerts "sigs.k8s.io/cluster-api/util/certs"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/cluster-api/util/secret"
-
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 // Workload API servers: Cluster API's in-memory API server, in this process,
@@ -95,7 +95,7 @@ func newWorkloadServers(ctx context.Context) (*workloadServers, error) {
 	if err := m.Start(ctx); err != nil {
 		return nil, err
 	}
-	debugPort, err := testenv.FreeTCPPort()
+	debugPort, err := process.FreeTCPPort()
 	if err != nil {
 		return nil, err
 	}

@@ -20,9 +20,12 @@ package moduledir
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 )
 
 // Of returns the directory of a Go module's source, for tests that
@@ -32,21 +35,36 @@ import (
 // one, it is the version this module builds with.
 func Of(t testing.TB, module, version string) string {
 	t.Helper()
+	dir, err := Dir(module, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Dir is Of outside a test.
+func Dir(module, version string) (string, error) {
 	var cmd *exec.Cmd
 	if version == "" {
 		cmd = exec.Command("go", "list", "-m", "-json", module)
+		cmd.Dir = repodir.Root()
 	} else {
+		tmp, err := os.MkdirTemp("", "moduledir-")
+		if err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(tmp)
 		cmd = exec.Command("go", "mod", "download", "-json", module+"@"+version)
-		cmd.Dir = t.TempDir()
+		cmd.Dir = tmp
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 	}
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, out)
+		return "", fmt.Errorf("%s: %w\n%s", cmd, err, out)
 	}
 	var info struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
-		t.Fatalf("%s: no module directory: %s %v", cmd, info.Error, err)
+		return "", fmt.Errorf("%s: no module directory: %s %v", cmd, info.Error, err)
 	}
-	return info.Dir
+	return info.Dir, nil
 }

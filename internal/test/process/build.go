@@ -14,22 +14,25 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package testenv
+// Package process builds binaries and runs them as the processes tests need:
+// a manager binary (this provider's or upstream's) as its Deployment runs it,
+// with its flags, a memory cgroup and a Pod's namespace file.
+package process
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os/exec"
-	"sync"
 	"testing"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 )
 
-// GoBuild builds a package of this module (or one it requires) into out, from
+// Build builds a package of this module (or one it requires) into out, from
 // the repository root, as `go build -o out pkg`.
-func GoBuild(out, pkg string) error {
+func Build(out, pkg string) error {
 	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = RepoRoot()
+	cmd.Dir = repodir.Root()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building %s: %w\n%s", pkg, err, b)
 	}
@@ -55,35 +58,4 @@ func FreeTCPPort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// InParallel runs do(i) for every i in [0, n), eight at a time (as Cluster
-// API's controllers create many objects at once), and returns the errors.
-func InParallel(n int, do func(int) error) error { return InParallelN(n, 8, do) }
-
-// InParallelN is InParallel, width at a time.
-func InParallelN(n, width int, do func(int) error) error {
-	work := make(chan int)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range max(width, 1) {
-		wg.Go(func() {
-			for i := range work {
-				if err := do(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	return errors.Join(all...)
 }

@@ -14,7 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package testenv
+// Package requestcount counts the Kubernetes API requests a client or a
+// process makes, by verb and resource, for benchmarks of the controller's
+// API load.
+package requestcount
 
 import (
 	"context"
@@ -32,16 +35,16 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// RequestCounter counts Kubernetes API requests by verb and resource (the way
+// Counter counts Kubernetes API requests by verb and resource (the way
 // the API server's audit log names them) and the request-body bytes of
 // writes. It wraps a client's transport, or stands as a proxy in front of an
 // API server for processes the test starts.
-type RequestCounter struct {
+type Counter struct {
 	mu     sync.Mutex
 	counts Counts
 }
 
-// Counts is what a RequestCounter has seen.
+// Counts is what a Counter has seen.
 type Counts struct {
 	// Requests by "verb resource[/subresource]", e.g. "create secrets",
 	// "patch kubeadmconfigs/status".
@@ -50,12 +53,12 @@ type Counts struct {
 	BytesWritten int64
 }
 
-// NewRequestCounter returns a counter with nothing counted.
-func NewRequestCounter() *RequestCounter {
-	return &RequestCounter{counts: Counts{Requests: map[string]int{}}}
+// New returns a counter with nothing counted.
+func New() *Counter {
+	return &Counter{counts: Counts{Requests: map[string]int{}}}
 }
 
-func (c *RequestCounter) count(req *http.Request) {
+func (c *Counter) count(req *http.Request) {
 	key := VerbAndResource(req)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -66,7 +69,7 @@ func (c *RequestCounter) count(req *http.Request) {
 }
 
 // Snapshot returns a copy of the counts so far.
-func (c *RequestCounter) Snapshot() Counts {
+func (c *Counter) Snapshot() Counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := Counts{Requests: make(map[string]int, len(c.counts.Requests)), BytesWritten: c.counts.BytesWritten}
@@ -106,7 +109,7 @@ func IsWrite(key string) bool {
 }
 
 // Wrap counts every request that goes through rt (for rest.Config.Wrap).
-func (c *RequestCounter) Wrap(rt http.RoundTripper) http.RoundTripper {
+func (c *Counter) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		c.count(req)
 		return rt.RoundTrip(req)
@@ -163,7 +166,7 @@ func VerbAndResource(req *http.Request) string {
 // cfg's API server with cfg's credentials, counting it. It returns a
 // kubeconfig that reaches the API server through the proxy (no credentials:
 // the proxy adds them) and runs until ctx ends.
-func (c *RequestCounter) Proxy(ctx context.Context, cfg *rest.Config) ([]byte, error) {
+func (c *Counter) Proxy(ctx context.Context, cfg *rest.Config) ([]byte, error) {
 	target, err := url.Parse(cfg.Host)
 	if err != nil {
 		return nil, err

@@ -89,5 +89,5 @@ func (e *Environment) managerUser() (*envtest.AuthenticatedUser, error) {
 			}
 		}
 	}
-	return e.AddUser(envtest.User{Name: ManagerUser}, nil)
+	return e.env.AddUser(envtest.User{Name: ManagerUser}, nil)
 }

@@ -24,9 +24,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +43,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/moduledir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks/conversion"
 )
@@ -65,25 +64,16 @@ func WebhookManifests() string {
 // ClusterAPICRDDir holds Cluster API's core CRDs (Cluster, Machine,
 // MachinePool, ...) in the module cache, at the version go.mod pins.
 func ClusterAPICRDDir() (string, error) {
-	clusterAPIDir.once.Do(func() {
-		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
-		cmd.Dir = RepoRoot()
-		out, err := cmd.Output()
-		if err != nil {
-			clusterAPIDir.err = fmt.Errorf("locating sigs.k8s.io/cluster-api in the module cache: %w", err)
-			return
-		}
-		clusterAPIDir.dir = strings.TrimSpace(string(out))
-	})
-	return filepath.Join(clusterAPIDir.dir, "core", "config", "crd", "bases"), clusterAPIDir.err
+	dir, err := ClusterAPIModuleDir()
+	return filepath.Join(dir, "core", "config", "crd", "bases"), err
 }
 
 // ClusterAPIModuleDir is Cluster API's module directory in the module cache.
 func ClusterAPIModuleDir() (string, error) {
-	if _, err := ClusterAPICRDDir(); err != nil {
-		return "", err
-	}
-	return clusterAPIDir.dir, nil
+	clusterAPIDir.once.Do(func() {
+		clusterAPIDir.dir, clusterAPIDir.err = moduledir.Dir("sigs.k8s.io/cluster-api", "")
+	})
+	return clusterAPIDir.dir, clusterAPIDir.err
 }
 
 // KubeadmControlPlaneCRDDir holds Cluster API's KubeadmControlPlane CRDs.
@@ -98,40 +88,39 @@ var clusterAPIDir struct {
 	err  error
 }
 
-// Env is a running API server with the CRDs installed.
-type Env struct {
-	Config *rest.Config
-	Client client.Client
-	Scheme *k8sruntime.Scheme
-	// Environment is the underlying envtest environment (webhook install options, kubeconfig helpers).
-	Environment *Environment
-}
-
-// Options tune Start.
+// Options say what an Environment installs.
 type Options struct {
 	// WithWebhooks registers the generated webhook configurations with the API
 	// server, pointing at a local TLS port and certificate that envtest
-	// allocates (Environment.WebhookInstallOptions); a webhook server must
-	// then serve there (see ServeWebhooks, or the manager's flags).
+	// allocates (Environment.Webhooks); a webhook server must then serve
+	// there (see ServeWebhooks, or the manager's flags).
 	WithWebhooks bool
-	// WithClusterAPI also installs Cluster API's core CRDs, which the
-	// KubeadmConfig controller watches.
+	// WithClusterAPI also installs Cluster API's core and
+	// KubeadmControlPlane CRDs, which the KubeadmConfig controller watches.
 	WithClusterAPI bool
+	// CRDDirs are further CRD directories to install (an infrastructure
+	// provider's, say).
+	CRDDirs []string
 	// APIServerDir keeps the API server's certificates and port across a
-	// restart (Env.RestartAPIServer): clients keep their kubeconfigs, as they
-	// do when a real cluster's API server restarts.
+	// restart (RestartAPIServer): clients keep their kubeconfigs, as they do
+	// when a real cluster's API server restarts.
 	APIServerDir string
 }
 
-// Environment is an envtest environment for this provider, not yet started.
+// Environment is a real kube-apiserver and etcd with this provider's CRDs.
+// Config, Client and Scheme are set once it has started.
 type Environment struct {
-	*envtest.Environment
+	Config *rest.Config
+	Client client.Client
+	Scheme *k8sruntime.Scheme
+
+	env            *envtest.Environment
 	clusterAPICRDs string
 }
 
 // NewEnvironment describes an API server with this provider's CRDs and, with
 // webhooks, its webhook configurations and the CRDs' conversion webhook.
-// Tests use it through Start; `make run` (hack/runlocal) starts it directly.
+// Start starts it; tests use Start (the function) or Run instead.
 func NewEnvironment(opts Options) (*Environment, error) {
 	assets, err := testbin.EnvtestAssets()
 	if err != nil {
@@ -143,17 +132,23 @@ func NewEnvironment(opts Options) (*Environment, error) {
 			return nil, err
 		}
 	}
-	env := &Environment{Environment: &envtest.Environment{
+	e := &Environment{Scheme: scheme, env: &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{CRDDir()},
+		CRDDirectoryPaths:     append([]string{CRDDir()}, opts.CRDDirs...),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}}
 	// Owner references that block deletion need update rights on the owner's
 	// finalizers (OpenShift-based management clusters enforce this).
-	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	e.env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	if opts.APIServerDir != "" {
+		if err := os.MkdirAll(opts.APIServerDir, 0o700); err != nil {
+			return nil, err
+		}
+		e.env.ControlPlane.GetAPIServer().CertDir = opts.APIServerDir
+	}
 	if opts.WithClusterAPI {
-		if env.clusterAPICRDs, err = ClusterAPICRDDir(); err != nil {
+		if e.clusterAPICRDs, err = ClusterAPICRDDir(); err != nil {
 			return nil, err
 		}
 		if err := clusterv1.AddToScheme(scheme); err != nil {
@@ -164,7 +159,7 @@ func NewEnvironment(opts Options) (*Environment, error) {
 		}
 	}
 	if opts.WithWebhooks {
-		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+		e.env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			Paths: []string{WebhookManifests()},
 			// Point this provider's CRDs at the conversion webhook although
 			// their kinds do not implement controller-runtime's Convertible
@@ -174,38 +169,47 @@ func NewEnvironment(opts Options) (*Environment, error) {
 			IgnoreSchemeConvertible: true,
 		}
 	}
-	return env, nil
+	return e, nil
 }
 
-// Start starts the API server and etcd and installs the CRDs.
-func (e *Environment) Start() (*rest.Config, error) {
-	cfg, err := e.Environment.Start()
+// Start starts the API server and etcd, installs the CRDs and makes a client.
+func (e *Environment) Start() error {
+	cfg, err := e.env.Start()
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("starting envtest: %w", err)
 	}
-	if err := labelContract(cfg, e.Environment.CRDs); err != nil {
-		_ = e.Environment.Stop()
-		return nil, err
+	if err := e.installCRDs(cfg); err != nil {
+		_ = e.env.Stop()
+		return err
 	}
-	if e.clusterAPICRDs != "" {
-		kcp, err := KubeadmControlPlaneCRDDir()
-		if err != nil {
-			_ = e.Environment.Stop()
-			return nil, err
-		}
-		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{e.clusterAPICRDs, kcp}, ErrorIfPathMissing: true, Scheme: e.Scheme}); err != nil {
-			_ = e.Environment.Stop()
-			return nil, fmt.Errorf("installing Cluster API's CRDs: %w", err)
-		}
-		// KubeadmControlPlane is a provider's kind: Cluster API reads it at
-		// the API version its contract label names.
-		if err := LabelCRDs(cfg, []string{"kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io"},
-			map[string]string{"cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2"}); err != nil {
-			_ = e.Environment.Stop()
-			return nil, err
-		}
+	c, err := client.New(cfg, client.Options{Scheme: e.Scheme})
+	if err != nil {
+		_ = e.env.Stop()
+		return err
 	}
-	return cfg, nil
+	e.Config, e.Client = cfg, c
+	return nil
+}
+
+// installCRDs labels this provider's CRDs and adds Cluster API's.
+func (e *Environment) installCRDs(cfg *rest.Config) error {
+	if err := labelContract(cfg, e.env.CRDs); err != nil {
+		return err
+	}
+	if e.clusterAPICRDs == "" {
+		return nil
+	}
+	kcp, err := KubeadmControlPlaneCRDDir()
+	if err != nil {
+		return err
+	}
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{e.clusterAPICRDs, kcp}, ErrorIfPathMissing: true, Scheme: e.Scheme}); err != nil {
+		return fmt.Errorf("installing Cluster API's CRDs: %w", err)
+	}
+	// KubeadmControlPlane is a provider's kind: Cluster API reads it at
+	// the API version its contract label names.
+	return LabelCRDs(cfg, []string{"kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io"},
+		map[string]string{"cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2"})
 }
 
 // labelContract gives this provider's CRDs the contract labels the kustomize
@@ -264,9 +268,9 @@ func LabelCRDs(cfg *rest.Config, names []string, labels map[string]string) error
 	return nil
 }
 
-// AdminKubeconfig is a kubeconfig for a cluster-admin user of a started env.
-func AdminKubeconfig(env *Environment) ([]byte, error) {
-	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+// AdminKubeconfig is a kubeconfig for a cluster-admin user.
+func (e *Environment) AdminKubeconfig() ([]byte, error) {
+	user, err := e.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -275,8 +279,8 @@ func AdminKubeconfig(env *Environment) ([]byte, error) {
 
 // WriteAdminKubeconfig writes AdminKubeconfig to dir and returns its path, for
 // processes outside the test.
-func WriteAdminKubeconfig(env *Environment, dir string) (string, error) {
-	data, err := AdminKubeconfig(env)
+func (e *Environment) WriteAdminKubeconfig(dir string) (string, error) {
+	data, err := e.AdminKubeconfig()
 	if err != nil {
 		return "", err
 	}
@@ -284,39 +288,42 @@ func WriteAdminKubeconfig(env *Environment, dir string) (string, error) {
 	return path, os.WriteFile(path, data, 0o600)
 }
 
-// New launches an API server; the caller stops it with Stop. Tests use Start;
-// a TestMain that shares one server between tests uses New.
-func New(opts Options) (*Env, error) {
-	env, err := NewEnvironment(opts)
+// New starts an Environment; the caller stops it with Stop.
+func New(opts Options) (*Environment, error) {
+	e, err := NewEnvironment(opts)
 	if err != nil {
 		return nil, err
 	}
-	if opts.APIServerDir != "" {
-		if err := os.MkdirAll(opts.APIServerDir, 0o700); err != nil {
-			return nil, err
+	if err := e.Start(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Start starts an Environment for one test and stops it when the test ends.
+func Start(t testing.TB, opts Options) *Environment {
+	t.Helper()
+	e, err := New(opts)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Logf("stopping envtest: %v", err)
 		}
-		env.ControlPlane.GetAPIServer().CertDir = opts.APIServerDir
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting envtest: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		_ = env.Stop()
-		return nil, err
-	}
-	return &Env{Config: cfg, Client: c, Scheme: env.Scheme, Environment: env}, nil
+	})
+	return e
 }
 
 // Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.Environment.Stop() }
+func (e *Environment) Stop() error { return e.env.Stop() }
 
 // RestartAPIServer stops the API server (SIGTERM) and starts it again on the
-// same port, certificates and etcd, after down has passed. Only an Env started
-// with Options.APIServerDir keeps its certificates, and so its clients.
-func (e *Env) RestartAPIServer(down time.Duration) error {
-	s := e.Environment.ControlPlane.GetAPIServer()
+// same port, certificates and etcd, after down has passed. Only an
+// Environment with Options.APIServerDir keeps its certificates, and so its
+// clients.
+func (e *Environment) RestartAPIServer(down time.Duration) error {
+	s := e.env.ControlPlane.GetAPIServer()
 	if err := s.Stop(); err != nil {
 		return fmt.Errorf("stopping the API server: %w", err)
 	}
@@ -325,19 +332,4 @@ func (e *Env) RestartAPIServer(down time.Duration) error {
 		return fmt.Errorf("starting the API server again: %w", err)
 	}
 	return nil
-}
-
-// Start launches the API server and stops it when the test ends.
-func Start(t testing.TB, opts Options) *Env {
-	t.Helper()
-	env, err := New(opts)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Logf("stopping envtest: %v", err)
-		}
-	})
-	return env
 }

@@ -24,8 +24,8 @@ import (
 
 	"k8s.io/client-go/discovery"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 // The API server that tests and `make run` start reports the version it was
@@ -47,7 +47,7 @@ func TestAPIServerReportsItsVersion(t *testing.T) {
 		t.Errorf("server version %+v, want %s", info, want)
 	}
 
-	kubeconfig, err := testenv.WriteAdminKubeconfig(env.Environment, t.TempDir())
+	kubeconfig, err := env.WriteAdminKubeconfig(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

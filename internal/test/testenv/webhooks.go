@@ -21,6 +21,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -33,48 +34,76 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks"
 )
 
-// ServeWebhooks runs this provider's admission webhooks, with gates, on the
-// TLS port and certificate envtest registered with the API server, until the
-// test ends. Env must have been started WithWebhooks.
-func (e *Env) ServeWebhooks(t testing.TB, gates featuregate.FeatureGate) {
-	t.Helper()
-	e.StartWebhooks(t, gates)
+// WebhookServing is where the API server calls this provider's webhooks
+// (Options.WithWebhooks): a local TLS port and a certificate for it.
+type WebhookServing struct {
+	Host    string
+	Port    int
+	CertDir string
+	// CAData is the certificate authority the API server trusts there.
+	CAData []byte
 }
 
-// StartWebhooks is ServeWebhooks until stop is called (or the test ends), so
-// that a manager can take over the port.
-func (e *Env) StartWebhooks(t testing.TB, gates featuregate.FeatureGate) (stop func()) {
-	t.Helper()
-	opts := e.Environment.WebhookInstallOptions
+// Address is Host:Port.
+func (w WebhookServing) Address() string {
+	return net.JoinHostPort(w.Host, strconv.Itoa(w.Port))
+}
+
+// Webhooks says where the API server calls this provider's webhooks.
+func (e *Environment) Webhooks() WebhookServing {
+	o := e.env.WebhookInstallOptions
+	return WebhookServing{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir, CAData: o.LocalServingCAData}
+}
+
+// ServeWebhooks runs this provider's admission webhooks, with gates, where
+// the API server calls them, until stop is called (so that a manager can
+// take over the port). The Environment must have WithWebhooks.
+func (e *Environment) ServeWebhooks(gates featuregate.FeatureGate) (stop func() error, err error) {
+	w := e.Webhooks()
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-		Scheme:  e.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: opts.LocalServingHost, Port: opts.LocalServingPort, CertDir: opts.LocalServingCertDir,
-		}),
+		Scheme:        e.Scheme,
+		Metrics:       metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: w.Host, Port: w.Port, CertDir: w.CertDir}),
 	})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := webhooks.SetupWithManager(mgr, gates); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	var once sync.Once
-	stop = func() {
+	var stopErr error
+	stop = func() error {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
-				t.Logf("webhook manager: %v", err)
-			}
+			stopErr = <-done
 		})
+		return stopErr
 	}
-	t.Cleanup(stop)
-	if err := WaitForTLS(fmt.Sprintf("%s:%d", opts.LocalServingHost, opts.LocalServingPort), 30*time.Second); err != nil {
+	if err := WaitForTLS(w.Address(), 30*time.Second); err != nil {
+		_ = stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// StartWebhooks is ServeWebhooks for one test: stopped when the test ends,
+// or earlier by stop.
+func (e *Environment) StartWebhooks(t testing.TB, gates featuregate.FeatureGate) (stop func()) {
+	t.Helper()
+	stopServing, err := e.ServeWebhooks(gates)
+	if err != nil {
 		t.Fatal(err)
 	}
+	stop = func() {
+		if err := stopServing(); err != nil {
+			t.Logf("webhook manager: %v", err)
+		}
+	}
+	t.Cleanup(stop)
 	return stop
 }
 

@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
+
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -67,7 +69,7 @@ import (
 	capifeature "sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/cluster-api/util/index"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
 )
@@ -154,11 +156,11 @@ func (m *Management) startClusterAPI(ctx context.Context) error {
 	}
 	// Informer names are unique in a process: one per management cluster.
 	controllerName := "capi-e2e-" + m.Name
-	hookPort, err := testenv.FreeTCPPort()
+	hookPort, err := process.FreeTCPPort()
 	if err != nil {
 		return err
 	}
-	hooks := m.env.WebhookInstallOptions
+	hooks := m.env.Webhooks()
 	mgr, err := ctrl.NewManager(m.Config, ctrl.Options{
 		Scheme: scheme,
 		Logger: logger,
@@ -170,7 +172,7 @@ func (m *Management) startClusterAPI(ctx context.Context) error {
 		Cache:                  clusterAPICacheOptions(scheme, controllerName),
 		Client:                 capisetup.ManagerClientOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: "127.0.0.1", Port: hookPort, CertDir: hooks.LocalServingCertDir,
+			Host: "127.0.0.1", Port: hookPort, CertDir: hooks.CertDir,
 		}),
 	})
 	if err != nil {
@@ -265,7 +267,7 @@ func (m *Management) startClusterAPI(ctx context.Context) error {
 	if err := testenv.WaitForTLS(net.JoinHostPort("127.0.0.1", strconv.Itoa(hookPort)), 60*time.Second); err != nil {
 		return fmt.Errorf("Cluster API's webhook server: %w", err)
 	}
-	return installClusterAPIWebhooks(ctx, m.Client, hookPort, hooks.LocalServingCAData)
+	return installClusterAPIWebhooks(ctx, m.Client, hookPort, hooks.CAData)
 }
 
 // setupClusterAPIWebhooks registers Cluster API's webhooks for the kinds the

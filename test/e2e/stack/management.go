@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,8 +32,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
@@ -66,7 +68,7 @@ type Management struct {
 	// The bootstrap provider whose components are installed, served by
 	// its manager's webhook server on webhookPort (manager is nil while a
 	// swap has stopped it).
-	manager     *testenv.Manager
+	manager     *process.Manager
 	provider    Provider
 	webhookPort int
 	gc          *exec.Cmd
@@ -77,24 +79,21 @@ type Management struct {
 func (m *Management) start(ctx context.Context, managerArgs []string) error {
 	var err error
 	m.progress("starting the management API server and etcd (envtest)")
-	if m.env, err = testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true}); err != nil {
+	simulatedCRDs := filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd")
+	if m.env, err = testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true, CRDDirs: []string{simulatedCRDs}}); err != nil {
 		return err
 	}
-	m.env.CRDDirectoryPaths = append(m.env.CRDDirectoryPaths, filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd"))
 	if err := infrav1.AddToScheme(m.env.Scheme); err != nil {
 		return err
 	}
 	if err := apiextensionsv1.AddToScheme(m.env.Scheme); err != nil { // swapping providers replaces CRDs
 		return err
 	}
-	if m.Config, err = m.env.Start(); err != nil {
+	if err := m.env.Start(); err != nil {
 		return err
 	}
-	m.Scheme = m.env.Scheme
-	if m.Client, err = client.New(m.Config, client.Options{Scheme: m.Scheme}); err != nil {
-		return err
-	}
-	if m.Kubeconfig, err = testenv.WriteAdminKubeconfig(m.env, m.dir); err != nil {
+	m.Config, m.Client, m.Scheme = m.env.Config, m.env.Client, m.env.Scheme
+	if m.Kubeconfig, err = m.env.WriteAdminKubeconfig(m.dir); err != nil {
 		return err
 	}
 	if err := m.labelForClusterctl(ctx); err != nil {
@@ -117,7 +116,7 @@ func (m *Management) start(ctx context.Context, managerArgs []string) error {
 		return err
 	}
 	m.provider = ours // the environment installed its components
-	m.webhookPort = m.env.WebhookInstallOptions.LocalServingPort
+	m.webhookPort = m.env.Webhooks().Port
 	if err := m.startManager(ours.With(managerArgs...), m.webhookPort); err != nil {
 		return err
 	}
@@ -153,17 +152,17 @@ func (m *Management) startManager(p Provider, port int) error {
 
 // runManager starts p's manager as its Deployment runs it, its webhook server
 // on port.
-func (m *Management) runManager(p Provider, port int) (*testenv.Manager, error) {
-	o := testenv.ManagerOptions{
+func (m *Management) runManager(p Provider, port int) (*process.Manager, error) {
+	o := process.ManagerOptions{
 		Binary: p.binary, Name: p.Name, Kubeconfig: p.kubeconfig, Dir: m.dir,
-		WebhookCertDir: m.env.WebhookInstallOptions.LocalServingCertDir, WebhookPort: port,
+		WebhookCertDir: m.env.Webhooks().CertDir, WebhookPort: port,
 		Args: p.Args,
 	}
 	if p.leaderElection {
 		o.Args = append(append([]string(nil), p.electionArgs...), p.Args...)
 		o.Wrap = p.electionWrap
 	}
-	return testenv.RunManager(o)
+	return process.RunManager(o)
 }
 
 // startGarbageCollector runs kube-controller-manager's garbage collector and
@@ -217,7 +216,7 @@ func (m *Management) Stop() {
 		_ = m.gc.Wait()
 		m.gc = nil
 	}
-	if m.env != nil && m.env.Environment != nil {
+	if m.env != nil && m.env.Config != nil {
 		_ = m.env.Stop()
 		m.env = nil
 	}

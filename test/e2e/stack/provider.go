@@ -31,6 +31,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,7 +41,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 )
 
 // ProviderNamespace is the bootstrap provider's namespace in a release, where
@@ -109,7 +111,7 @@ func (m *Management) UpstreamProvider() (Provider, error) {
 	bin := filepath.Join(m.binDir, "upstream-manager")
 	if _, err := os.Stat(bin); err != nil {
 		m.progress("building upstream's manager (sigs.k8s.io/cluster-api/bootstrap/kubeadm v1.14.2)")
-		if err := testenv.GoBuild(bin, "sigs.k8s.io/cluster-api/bootstrap/kubeadm"); err != nil {
+		if err := process.Build(bin, "sigs.k8s.io/cluster-api/bootstrap/kubeadm"); err != nil {
 			return Provider{}, err
 		}
 	}
@@ -117,7 +119,7 @@ func (m *Management) UpstreamProvider() (Provider, error) {
 	if err != nil {
 		return Provider{}, err
 	}
-	kubeconfig, err := testenv.AdminKubeconfig(m.env)
+	kubeconfig, err := m.env.AdminKubeconfig()
 	if err != nil {
 		return Provider{}, err
 	}
@@ -129,7 +131,7 @@ func (m *Management) UpstreamProvider() (Provider, error) {
 		// Its Deployment's flags, less the CRD migration (this provider's
 		// CRDs are a superset; migrating is not what a swap tests).
 		Args:         []string{"--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields"},
-		electionArgs: leaseFlags, electionWrap: testenv.PodNamespaceWrap(ProviderNamespace),
+		electionArgs: leaseFlags, electionWrap: process.PodNamespaceWrap(ProviderNamespace),
 	}, nil
 }
 
@@ -155,7 +157,7 @@ func (m *Management) RollOutProvider(p Provider) error {
 		return errors.New("a rollout runs two managers at once: both must elect a leader")
 	}
 	old := m.manager
-	port, err := testenv.FreeTCPPort()
+	port, err := process.FreeTCPPort()
 	if err != nil {
 		return err
 	}
@@ -163,7 +165,7 @@ func (m *Management) RollOutProvider(p Provider) error {
 	if err != nil {
 		return err
 	}
-	if err := testenv.WaitForTLS(net.JoinHostPort(m.env.WebhookInstallOptions.LocalServingHost, strconv.Itoa(port)), time.Minute); err != nil {
+	if err := testenv.WaitForTLS(net.JoinHostPort(m.env.Webhooks().Host, strconv.Itoa(port)), time.Minute); err != nil {
 		next.Kill()
 		return fmt.Errorf("%s's webhooks: %w", p.Name, err)
 	}
@@ -200,8 +202,8 @@ func (m *Management) installComponents(p Provider, port int) error {
 		return nil // the same components, served on the same port
 	}
 	ctx := context.Background()
-	ca := m.env.WebhookInstallOptions.LocalServingCAData
-	serving := webhookServer{host: m.env.WebhookInstallOptions.LocalServingHost, port: port, ca: ca}
+	ca := m.env.Webhooks().CAData
+	serving := webhookServer{host: m.env.Webhooks().Host, port: port, ca: ca}
 	conversion := serving.url("/convert")
 	files, err := filepath.Glob(filepath.Join(p.crds, "*.yaml"))
 	if err != nil || len(files) == 0 {

@@ -32,8 +32,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
@@ -111,7 +112,7 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	s.progress("building the manager binary (bootstrap/kubeadm/cmd/manager)")
 	managerBin := filepath.Join(s.opts.StateDir, "manager")
-	if err := testenv.GoBuild(managerBin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
+	if err := process.Build(managerBin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
 		return err
 	}
 	s.progress("creating the simulated hosts' network")
@@ -127,6 +128,9 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	return s.Management.start(ctx, s.opts.ManagerArgs)
 }
+
+// StateDir holds the stack's logs and kubeconfigs.
+func (s *Stack) StateDir() string { return s.opts.StateDir }
 
 // StartManagement starts another management cluster over the stack's Lab,
 // with this provider's manager run with managerArgs; its logs go to a

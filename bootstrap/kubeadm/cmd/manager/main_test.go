@@ -29,14 +29,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/manager"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 // runningManager is the manager binary running against an envtest API server.
@@ -50,25 +52,25 @@ type runningManager struct {
 
 // startBinary builds and starts the real manager binary against env, serving
 // its webhooks where env registered them, and waits until /readyz answers.
-func startBinary(t *testing.T, env *testenv.Env, extra ...string) *runningManager {
+func startBinary(t *testing.T, env *testenv.Environment, extra ...string) *runningManager {
 	t.Helper()
-	hooks := env.Environment.WebhookInstallOptions
+	hooks := env.Webhooks()
 	bin := filepath.Join(t.TempDir(), "manager")
-	if err := testenv.GoBuild(bin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
+	if err := process.Build(bin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig, err := testenv.WriteAdminKubeconfig(env.Environment, t.TempDir())
+	kubeconfig, err := env.WriteAdminKubeconfig(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &runningManager{done: make(chan error, 1), logs: &bytes.Buffer{}, healthPort: testenv.FreePort(t), kubeconfig: kubeconfig}
+	m := &runningManager{done: make(chan error, 1), logs: &bytes.Buffer{}, healthPort: process.FreePort(t), kubeconfig: kubeconfig}
 	m.cmd = exec.Command(bin, append([]string{
 		"--kubeconfig=" + kubeconfig,
 		fmt.Sprintf("--health-addr=127.0.0.1:%d", m.healthPort),
-		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", testenv.FreePort(t)),
+		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", process.FreePort(t)),
 		"--insecure-diagnostics",
-		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
-		"--webhook-cert-dir=" + hooks.LocalServingCertDir,
+		fmt.Sprintf("--webhook-port=%d", hooks.Port),
+		"--webhook-cert-dir=" + hooks.CertDir,
 	}, extra...)...)
 	m.cmd.Stdout, m.cmd.Stderr = m.logs, m.logs
 	if err := m.cmd.Start(); err != nil {
@@ -163,7 +165,7 @@ func TestREADMESample(t *testing.T) {
 // checkAdmission creates objects through the API server, which calls the
 // manager's webhooks: the default format is filled in, the gate set on the
 // command line admits ignition, and raw (gate off) is refused with the gate named.
-func checkAdmission(t *testing.T, env *testenv.Env) {
+func checkAdmission(t *testing.T, env *testenv.Environment) {
 	t.Helper()
 	ctx := context.Background()
 	newConfig := func(name string, format bootstrapv1.Format) *bootstrapv1.KubeadmConfig {

@@ -250,7 +250,7 @@ func (f *fixture) reconciler(cc clustercache.ClusterCache, gates featuregate.Fea
 // requeue only where waiting can help; a fixed input then produces its data.
 func TestBadInputsGiveConditions(t *testing.T) {
 	gates := allGates(t)
-	mgmt.ServeWebhooks(t, gates)
+	mgmt.StartWebhooks(t, gates)
 	for _, tc := range badInputs() {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newRunningCluster(t)
@@ -314,7 +314,7 @@ func TestBadInputsGiveConditions(t *testing.T) {
 // nothing else.
 func TestPausedConfigIsLeftAlone(t *testing.T) {
 	gates := allGates(t)
-	mgmt.ServeWebhooks(t, gates)
+	mgmt.StartWebhooks(t, gates)
 	f := newRunningCluster(t)
 	m, _ := f.machine("w-"+rand.String(4), false, joinSpec(bootstrapv1.CloudConfig, false))
 	cfg := &bootstrapv1.KubeadmConfig{}

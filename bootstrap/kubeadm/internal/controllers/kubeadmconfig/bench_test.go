@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/requestcount"
+
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -31,7 +33,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/manager"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 )
 
 // BenchmarkReconcileRequests has the manager bootstrap worker machines and
@@ -43,13 +45,13 @@ func BenchmarkReconcileRequests(b *testing.B) {
 	const configs = 50
 	for range b.N {
 		b.StopTimer()
-		counter := testenv.NewRequestCounter()
+		counter := requestcount.New()
 		cfg := rest.CopyConfig(mgmt.Config)
 		cfg.Wrap(counter.Wrap)
 
-		hooks := mgmt.Environment.WebhookInstallOptions
+		hooks := mgmt.Webhooks()
 		opts, err := manager.ParseFlags([]string{
-			fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort), "--webhook-cert-dir=" + hooks.LocalServingCertDir,
+			fmt.Sprintf("--webhook-port=%d", hooks.Port), "--webhook-cert-dir=" + hooks.CertDir,
 			"--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics",
 		})
 		if err != nil {
@@ -64,7 +66,7 @@ func BenchmarkReconcileRequests(b *testing.B) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- mgr.Start(ctx) }()
-		if err := testenv.WaitForTLS(fmt.Sprintf("%s:%d", hooks.LocalServingHost, hooks.LocalServingPort), 30*time.Second); err != nil {
+		if err := testenv.WaitForTLS(fmt.Sprintf("%s:%d", hooks.Host, hooks.Port), 30*time.Second); err != nil {
 			b.Fatal(err)
 		}
 		mgr.GetCache().WaitForCacheSync(ctx)

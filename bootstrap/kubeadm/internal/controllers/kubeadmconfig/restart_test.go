@@ -100,7 +100,7 @@ func checkOneSecretOneToken(t *testing.T, f *fixture, cfg *bootstrapv1.KubeadmCo
 // the secret that was already written.
 func TestInterruptedReconcile(t *testing.T) {
 	gates := allGates(t)
-	mgmt.ServeWebhooks(t, gates)
+	mgmt.StartWebhooks(t, gates)
 	f := newRunningCluster(t)
 	_, cfg := f.machine("worker", false, joinSpec(bootstrapv1.CloudConfig, false))
 	cc := clustercache.NewFakeClusterCache(workload.Client, client.ObjectKeyFromObject(f.cluster))

@@ -45,7 +45,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/manager"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 )
 
 // The package's tests share a management API server (Cluster API's and this
@@ -54,8 +54,8 @@ import (
 // manager (manager.New, the same wiring and flags as the binary) against
 // them, in a namespace of its own.
 var (
-	mgmt     *testenv.Env
-	workload *testenv.Env
+	mgmt     *testenv.Environment
+	workload *testenv.Environment
 	// workloadKubeconfig lets the cluster cache reach the workload API server.
 	workloadKubeconfig []byte
 	// logs collects everything every manager logs, up to the highest verbosity it accepts.
@@ -83,36 +83,27 @@ func (s *syncBuffer) String() string {
 func TestMain(m *testing.M) {
 	// The highest verbosity the manager accepts.
 	ctrl.SetLogger(funcr.New(func(prefix, args string) { logs.write(prefix + " " + args) }, funcr.Options{Verbosity: 7}))
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	var err error
-	if mgmt, err = testenv.New(testenv.Options{WithWebhooks: true, WithClusterAPI: true}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = mgmt.Stop() }()
-	if workload, err = testenv.New(testenv.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = workload.Stop() }()
-	if workloadKubeconfig, err = testenv.AdminKubeconfig(workload.Environment); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testenv.Run(testenv.RunInput{
+		M:          m,
+		Management: testenv.Options{WithWebhooks: true, WithClusterAPI: true},
+		Workload:   true,
+		Setup: func(s *testenv.Shared) (func(), error) {
+			mgmt, workload = s.Management, s.Workload
+			var err error
+			workloadKubeconfig, err = workload.AdminKubeconfig()
+			return nil, err
+		},
+	}))
 }
 
 // startManager runs the provider's manager, built from flags exactly as the
 // binary builds it, until the test ends (or stop is called).
 func startManager(t *testing.T, flags ...string) (stop func()) {
 	t.Helper()
-	hooks := mgmt.Environment.WebhookInstallOptions
+	hooks := mgmt.Webhooks()
 	args := append([]string{
-		fmt.Sprintf("--webhook-port=%d", hooks.LocalServingPort),
-		"--webhook-cert-dir=" + hooks.LocalServingCertDir,
+		fmt.Sprintf("--webhook-port=%d", hooks.Port),
+		"--webhook-cert-dir=" + hooks.CertDir,
 		"--health-addr=0",
 		"--diagnostics-address=0",
 		"--insecure-diagnostics",
@@ -128,7 +119,7 @@ func startManager(t *testing.T, flags ...string) (stop func()) {
 	toolscache.ResetInformerNamesForTesting()
 	ctx, cancel := context.WithCancel(context.Background())
 	// The manager has the release's rights only (not the tests' admin).
-	restricted, err := mgmt.Environment.ManagerConfig()
+	restricted, err := mgmt.ManagerConfig()
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -150,7 +141,7 @@ func startManager(t *testing.T, flags ...string) (stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	if err := testenv.WaitForTLS(fmt.Sprintf("%s:%d", hooks.LocalServingHost, hooks.LocalServingPort), 30*time.Second); err != nil {
+	if err := testenv.WaitForTLS(fmt.Sprintf("%s:%d", hooks.Host, hooks.Port), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return stop

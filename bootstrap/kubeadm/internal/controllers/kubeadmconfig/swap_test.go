@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
+
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +38,6 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 var (
@@ -59,19 +60,19 @@ func upstreamManager(t *testing.T, f *fixture, ttl time.Duration) (stop func()) 
 			return
 		}
 		upstreamBin = filepath.Join(dir, "manager")
-		upstreamErr = testenv.GoBuild(upstreamBin, "sigs.k8s.io/cluster-api/bootstrap/kubeadm")
+		upstreamErr = process.Build(upstreamBin, "sigs.k8s.io/cluster-api/bootstrap/kubeadm")
 	})
 	if upstreamErr != nil {
 		t.Fatalf("building upstream's manager: %v", upstreamErr)
 	}
-	kubeconfig, err := testenv.AdminKubeconfig(mgmt.Environment)
+	kubeconfig, err := mgmt.AdminKubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	stopWebhooks := mgmt.StartWebhooks(t, allGates(t))
-	m := testenv.StartManager(t, testenv.ManagerOptions{
+	m := process.StartManager(t, process.ManagerOptions{
 		Binary: upstreamBin, Name: "upstream", Kubeconfig: kubeconfig,
-		WebhookCertDir: mgmt.Environment.WebhookInstallOptions.LocalServingCertDir,
+		WebhookCertDir: mgmt.Webhooks().CertDir,
 		Args: []string{
 			"--namespace=" + f.ns,
 			"--bootstrap-token-ttl=" + ttl.String(),

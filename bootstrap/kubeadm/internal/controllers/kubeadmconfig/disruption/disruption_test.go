@@ -28,7 +28,7 @@ limitations under the License.
 //
 // The managers are the real binary, run as the user the generated ClusterRole
 // binds, against a real API server with OwnerReferencesPermissionEnforcement
-// (internal/testenv); the workload cluster is a second real API server, where
+// (internal/test/process); the workload cluster is a second real API server, where
 // the tokens live. The package sits beside the controller because its checks
 // use the controller's own token derivation and names (a pool's rotations are
 // walked ID by ID).
@@ -38,10 +38,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,11 +64,11 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 )
 
 var (
-	mgmt, workload *testenv.Env
+	mgmt, workload *testenv.Environment
 	// managerBinary is this provider's manager; upstreamBinary upstream's
 	// v1.14.2 manager, built from the module go.mod pins.
 	managerBinary, upstreamBinary string
@@ -74,32 +77,18 @@ var (
 func TestMain(m *testing.M) {
 	// The in-process admission webhooks log through controller-runtime.
 	ctrl.SetLogger(klog.Background())
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	dir, err := os.MkdirTemp("", "disruption-")
-	if err != nil {
-		return fail(err)
-	}
-	defer os.RemoveAll(dir)
-	managerBinary, upstreamBinary = filepath.Join(dir, "manager"), filepath.Join(dir, "upstream")
-	if err := testenv.GoBuild(managerBinary, "./bootstrap/kubeadm/cmd/manager"); err != nil {
-		return fail(err)
-	}
-	if err := testenv.GoBuild(upstreamBinary, "sigs.k8s.io/cluster-api/bootstrap/kubeadm"); err != nil {
-		return fail(err)
-	}
-	if mgmt, err = testenv.New(testenv.Options{WithWebhooks: true, WithClusterAPI: true, APIServerDir: filepath.Join(dir, "apiserver")}); err != nil {
-		return fail(err)
-	}
-	defer func() { _ = mgmt.Stop() }()
-	if workload, err = testenv.New(testenv.Options{}); err != nil {
-		return fail(err)
-	}
-	defer func() { _ = workload.Stop() }()
-	return m.Run()
+	os.Exit(testenv.Run(testenv.RunInput{
+		M:                     m,
+		Management:            testenv.Options{WithWebhooks: true, WithClusterAPI: true},
+		RestartableManagement: true,
+		Workload:              true,
+		Binaries:              map[string]string{"manager": "./bootstrap/kubeadm/cmd/manager", "upstream": "sigs.k8s.io/cluster-api/bootstrap/kubeadm"},
+		Setup: func(s *testenv.Shared) (func(), error) {
+			mgmt, workload = s.Management, s.Workload
+			managerBinary, upstreamBinary = s.Binaries["manager"], s.Binaries["upstream"]
+			return nil, nil
+		},
+	}))
 }
 
 const kubernetesVersion = "v1.36.3"
@@ -169,12 +158,12 @@ func TestLeaderKilledDuringTokenRotation(t *testing.T) {
 // replica that exits started again.
 type deployment struct {
 	t          *testing.T
-	env        *testenv.Env
+	env        *testenv.Environment
 	kubeconfig []byte
 	args       []string
-	replicas   []*testenv.Manager
+	replicas   []*process.Manager
 	// all is every replica started, for their logs.
-	all     []*testenv.Manager
+	all     []*process.Manager
 	started int
 	// stopped: the Deployment is gone (a rollout replaced it); heal starts
 	// nothing.
@@ -183,7 +172,7 @@ type deployment struct {
 	memoryLimit int64
 }
 
-func startDeployment(t *testing.T, env *testenv.Env, ns string, extra ...string) *deployment {
+func startDeployment(t *testing.T, env *testenv.Environment, ns string, extra ...string) *deployment {
 	t.Helper()
 	d := newDeployment(t, env, ns, extra...)
 	d.start()
@@ -194,9 +183,9 @@ func startDeployment(t *testing.T, env *testenv.Env, ns string, extra ...string)
 
 // newDeployment is a Deployment of this manager with no replica yet, its
 // lease in ns.
-func newDeployment(t *testing.T, env *testenv.Env, ns string, extra ...string) *deployment {
+func newDeployment(t *testing.T, env *testenv.Environment, ns string, extra ...string) *deployment {
 	t.Helper()
-	kubeconfig, err := env.Environment.ManagerKubeconfig()
+	kubeconfig, err := env.ManagerKubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,9 +207,9 @@ func newDeployment(t *testing.T, env *testenv.Env, ns string, extra ...string) *
 func (d *deployment) start() {
 	d.t.Helper()
 	d.started++
-	r := testenv.StartManager(d.t, testenv.ManagerOptions{
+	r := process.StartManager(d.t, process.ManagerOptions{
 		Binary: managerBinary, Name: fmt.Sprintf("replica %d", d.started), Kubeconfig: d.kubeconfig,
-		WebhookCertDir: d.env.Environment.WebhookInstallOptions.LocalServingCertDir, Args: d.args, MemoryLimit: d.memoryLimit,
+		WebhookCertDir: d.env.Webhooks().CertDir, Args: d.args, MemoryLimit: d.memoryLimit,
 	})
 	d.replicas = append(d.replicas, r)
 	d.all = append(d.all, r)
@@ -269,7 +258,7 @@ func lastLines(log string, n int) string {
 }
 
 // leader waits for the replica that holds the lease.
-func (d *deployment) leader() *testenv.Manager {
+func (d *deployment) leader() *process.Manager {
 	d.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
@@ -312,7 +301,7 @@ type fixture struct {
 	t   *testing.T
 	ctx context.Context
 	// env is the management cluster the fixture's objects are in.
-	env     *testenv.Env
+	env     *testenv.Environment
 	ns      string
 	cluster *clusterv1.Cluster
 	// initData says that m-000 initializes the cluster: its data carries
@@ -356,7 +345,7 @@ func newFixture(t *testing.T, ns string, initialized bool) *fixture {
 	f.create(f.cluster)
 	certs := secret.NewCertificatesForInitialControlPlane(&upstreambootstrapv1.ClusterConfiguration{})
 	f.must(certs.LookupOrGenerate(ctx, mgmt.Client, client.ObjectKeyFromObject(f.cluster), *metav1.NewControllerRef(f.cluster, clusterv1.GroupVersion.WithKind("Cluster"))))
-	kubeconfig, err := testenv.AdminKubeconfig(workload.Environment)
+	kubeconfig, err := workload.AdminKubeconfig()
 	f.must(err)
 	f.create(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: clusterName + "-kubeconfig", Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
@@ -371,13 +360,13 @@ func newFixture(t *testing.T, ns string, initialized bool) *fixture {
 }
 
 // serveWebhooks serves this provider's admission for env until the test ends.
-func serveWebhooks(t *testing.T, env *testenv.Env) {
+func serveWebhooks(t *testing.T, env *testenv.Environment) {
 	t.Helper()
 	gates := feature.NewFeatureGates()
 	if err := gates.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): true}); err != nil {
 		t.Fatal(err)
 	}
-	env.ServeWebhooks(t, gates)
+	env.StartWebhooks(t, gates)
 }
 
 // initializeControlPlane says what a control-plane provider says once the
@@ -408,7 +397,7 @@ func (f *fixture) setClusterStatus(change func(*clusterv1.ClusterStatus)) {
 // is initialized), the others workers, cloud-config and Ignition alternating.
 func (f *fixture) createMachines(n int) {
 	f.t.Helper()
-	f.must(testenv.InParallel(n, func(i int) error {
+	f.inParallel(n, func(i int) error {
 		name := fmt.Sprintf("m-%03d", i)
 		labels := map[string]string{clusterv1.ClusterNameLabel: clusterName}
 		spec := bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.CloudConfig}
@@ -421,7 +410,7 @@ func (f *fixture) createMachines(n int) {
 			spec.Format = bootstrapv1.Ignition
 		}
 		return f.createMachine(name, labels, spec)
-	}))
+	})
 }
 
 // createMachine creates a Machine of the cluster with labels and its
@@ -450,7 +439,7 @@ func (f *fixture) createWorker(name string, spec bootstrapv1.KubeadmConfigSpec) 
 // settled pool: its token rotates at half TTL), each with its KubeadmConfig.
 func (f *fixture) createPools(n int) {
 	f.t.Helper()
-	f.must(testenv.InParallel(n, func(i int) error {
+	f.inParallel(n, func(i int) error {
 		name := fmt.Sprintf("pool-%03d", i)
 		pool := &clusterv1.MachinePool{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}, OwnerReferences: f.clusterOwns()},
@@ -477,7 +466,7 @@ func (f *fixture) createPools(n int) {
 			format = bootstrapv1.Ignition
 		}
 		return f.client().Create(f.ctx, f.configFor(name, pool, "MachinePool", bootstrapv1.KubeadmConfigSpec{Format: format}))
-	}))
+	})
 }
 
 // scalePoolsUp gives every pool a second replica without its Node yet: a
@@ -742,6 +731,18 @@ func (f *fixture) client() client.Client { return f.env.Client }
 func (f *fixture) create(o client.Object) {
 	f.t.Helper()
 	f.must(f.client().Create(f.ctx, o))
+}
+
+// inParallel runs do(i) for every i in [0, n), eight at a time, as Cluster
+// API's controllers create many objects at once, and fails on any error.
+func (f *fixture) inParallel(n int, do func(int) error) {
+	f.t.Helper()
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range n {
+		g.Go(func() error { return do(i) })
+	}
+	f.must(g.Wait())
 }
 
 func (f *fixture) must(err error) {

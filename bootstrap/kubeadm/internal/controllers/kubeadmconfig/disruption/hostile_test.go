@@ -35,7 +35,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/hostile"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 )
 
 // hostileMarker is in every hostile template and Secret value: no condition
@@ -114,10 +114,10 @@ func TestHostileConfigsStayTheirOwnProblem(t *testing.T) {
 	plain := strings.Repeat(hostileMarker, 900<<10/len(hostileMarker))
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bombs", Namespace: f.ns}, Data: map[string][]byte{"gzip": hostile.GzipBomb(900)}})
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "large", Namespace: f.ns}, Data: map[string][]byte{"value": []byte(plain)}})
-	f.must(testenv.InParallel(largeSecretCount, func(i int) error {
+	f.inParallel(largeSecretCount, func(i int) error {
 		return f.client().Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("large-%d", i), Namespace: f.ns},
 			Data: map[string][]byte{"value": []byte(plain)}})
-	}))
+	})
 
 	d := newDeployment(t, mgmt, f.ns)
 	d.memoryLimit = limit
@@ -126,11 +126,11 @@ func TestHostileConfigsStayTheirOwnProblem(t *testing.T) {
 
 	const copies = 4
 	classes := hostileClasses()
-	f.must(testenv.InParallel(len(classes)*copies, func(i int) error {
+	f.inParallel(len(classes)*copies, func(i int) error {
 		c := classes[i/copies]
 		spec := bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.CloudConfig, Files: c.files}
 		return f.createWorker(fmt.Sprintf("hostile-%d", i), spec)
-	}))
+	})
 	f.createMachines(20)
 
 	start := time.Now()

@@ -37,8 +37,8 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 // TestClusterctlMove: Cluster API's real clusterctl (v1.14.2) moves a cluster
@@ -55,7 +55,7 @@ func TestClusterctlMove(t *testing.T) {
 	const ttl = 20 * time.Second
 	target := testenv.Start(t, testenv.Options{WithWebhooks: true, WithClusterAPI: true})
 	serveWebhooks(t, target)
-	for _, env := range []*testenv.Env{mgmt, target} {
+	for _, env := range []*testenv.Environment{mgmt, target} {
 		labelForClusterctl(t, env)
 	}
 	f := newFixture(t, "move", true)
@@ -137,7 +137,7 @@ func TestClusterctlMove(t *testing.T) {
 
 // labelForClusterctl labels every CRD of Cluster API's groups as `clusterctl
 // init` does: `clusterctl move` moves the kinds of the CRDs so labelled.
-func labelForClusterctl(t *testing.T, env *testenv.Env) {
+func labelForClusterctl(t *testing.T, env *testenv.Environment) {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
@@ -164,10 +164,10 @@ func labelForClusterctl(t *testing.T, env *testenv.Env) {
 
 // clusterctlMove runs `clusterctl move` of namespace ns from the management
 // cluster to target, as admins of both.
-func clusterctlMove(t *testing.T, ns string, target *testenv.Env) {
+func clusterctlMove(t *testing.T, ns string, target *testenv.Environment) {
 	t.Helper()
 	dir := t.TempDir()
-	from, err := testenv.WriteAdminKubeconfig(mgmt.Environment, filepath.Join(dir))
+	from, err := mgmt.WriteAdminKubeconfig(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func clusterctlMove(t *testing.T, ns string, target *testenv.Env) {
 	if err := os.Mkdir(toDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	to, err := testenv.WriteAdminKubeconfig(target.Environment, toDir)
+	to, err := target.WriteAdminKubeconfig(toDir)
 	if err != nil {
 		t.Fatal(err)
 	}

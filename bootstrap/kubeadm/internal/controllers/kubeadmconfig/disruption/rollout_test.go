@@ -23,12 +23,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
+
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/bootstraptoken"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testenv"
 )
 
 // TestRolloutOverUpstream: this provider's components applied over upstream's
@@ -89,16 +90,16 @@ func TestRolloutOverUpstream(t *testing.T) {
 
 // startUpstream starts upstream's manager as its Deployment does, with leader
 // election; its Pod's service-account namespace file names ns.
-func startUpstream(t *testing.T, ns string, ttl time.Duration) *testenv.Manager {
+func startUpstream(t *testing.T, ns string, ttl time.Duration) *process.Manager {
 	t.Helper()
-	kubeconfig, err := testenv.AdminKubeconfig(mgmt.Environment)
+	kubeconfig, err := mgmt.AdminKubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testenv.StartManager(t, testenv.ManagerOptions{
+	return process.StartManager(t, process.ManagerOptions{
 		Binary: upstreamBinary, Name: "upstream", Kubeconfig: kubeconfig,
-		WebhookCertDir: mgmt.Environment.WebhookInstallOptions.LocalServingCertDir,
-		Wrap:           testenv.PodNamespaceWrap(ns),
+		WebhookCertDir: mgmt.Webhooks().CertDir,
+		Wrap:           process.PodNamespaceWrap(ns),
 		Args: []string{
 			"--namespace=" + ns,
 			"--leader-elect", "--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s",
@@ -113,7 +114,7 @@ func startUpstream(t *testing.T, ns string, ttl time.Duration) *testenv.Manager 
 type leaderWatch struct {
 	t        *testing.T
 	mu       sync.Mutex
-	managers []*testenv.Manager
+	managers []*process.Manager
 	both     []string
 }
 
@@ -132,7 +133,7 @@ func watchLeaders(t *testing.T) *leaderWatch {
 	return lw
 }
 
-func (lw *leaderWatch) add(m *testenv.Manager) *testenv.Manager {
+func (lw *leaderWatch) add(m *process.Manager) *process.Manager {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	lw.managers = append(lw.managers, m)
@@ -141,7 +142,7 @@ func (lw *leaderWatch) add(m *testenv.Manager) *testenv.Manager {
 
 func (lw *leaderWatch) sample() {
 	lw.mu.Lock()
-	managers := append([]*testenv.Manager(nil), lw.managers...)
+	managers := append([]*process.Manager(nil), lw.managers...)
 	lw.mu.Unlock()
 	var leading []string
 	for _, m := range managers {
@@ -157,7 +158,7 @@ func (lw *leaderWatch) sample() {
 }
 
 // waitForLeader waits until m holds the lease.
-func (lw *leaderWatch) waitForLeader(m *testenv.Manager) {
+func (lw *leaderWatch) waitForLeader(m *process.Manager) {
 	lw.t.Helper()
 	start := time.Now()
 	for {
