@@ -26,10 +26,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,23 +51,26 @@ import (
 // state nothing rolls out, before or after.
 func TestClusterClassCluster(t *testing.T) {
 	t.Parallel()
-	w := newClassCluster(t, "clusterclass", 3, bootstrapv1.Ignition,
-		stack.ClassWorkers{Name: "md-cloud-config", Format: bootstrapv1.CloudConfig, Replicas: 1},
-		stack.ClassWorkers{Name: "md-ignition", Format: bootstrapv1.Ignition, Replicas: 1},
-		stack.ClassWorkers{Name: "md-raw", Format: bootstrapv1.Raw, Replicas: 1},
-		stack.ClassWorkers{Name: "mp-raw", Format: bootstrapv1.Raw, Replicas: 2, Pool: true},
-	)
-	machines := w.waitForMachines(6, 15*time.Minute)
-	pool := w.classPool("mp-raw")
-	w.waitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.Raw}, 2, 5*time.Minute)
-	w.expectPoolConsumers(pool, bootstrapv1.Raw)
-	w.expectNodes(machines)
-	w.expectEtcdMembers()
-	w.expectEachAPIServerWithItsEtcd(3)
-	w.expectConsumers(consumers)
+	w := framework.NewClassCluster(t, framework.ClassClusterInput{
+		Stack: st, Name: "clusterclass", ControlPlaneReplicas: 3, ControlPlaneFormat: bootstrapv1.Ignition,
+		Workers: []stack.ClassWorkers{
+			{Name: "md-cloud-config", Format: bootstrapv1.CloudConfig, Replicas: 1},
+			{Name: "md-ignition", Format: bootstrapv1.Ignition, Replicas: 1},
+			{Name: "md-raw", Format: bootstrapv1.Raw, Replicas: 1},
+			{Name: "mp-raw", Format: bootstrapv1.Raw, Replicas: 2, Pool: true},
+		},
+	})
+	machines := w.WaitForMachines(6, 15*time.Minute)
+	pool := w.ClassPool("mp-raw")
+	w.WaitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.Raw}, 2, 5*time.Minute)
+	w.ExpectPoolConsumers(pool, bootstrapv1.Raw)
+	w.ExpectNodes(machines)
+	w.ExpectEtcdMembers()
+	w.ExpectEachAPIServerWithItsEtcd(3)
+	w.ExpectConsumers(framework.Consumers)
 	want := map[string]bootstrapv1.Format{"": bootstrapv1.Ignition, "md-cloud-config": bootstrapv1.CloudConfig, "md-ignition": bootstrapv1.Ignition, "md-raw": bootstrapv1.Raw}
-	w.expectClassFormats(want)
-	w.expectNoKCPRollout(3, 2)
+	w.ExpectClassFormats(want)
+	w.ExpectNoKCPRollout(3, 2)
 
 	// One topology change: the control plane becomes raw (the format
 	// annotation in the topology's control-plane metadata; the variable
@@ -77,262 +80,52 @@ func TestClusterClassCluster(t *testing.T) {
 	// (Cluster API patches the pool's KubeadmConfig in place: its data is
 	// rendered again for its next instances). The cluster answers
 	// throughout.
-	avail := w.watchAvailability()
-	w.changeTopology(func(topology *clusterv1.Topology) {
-		setVariable(&topology.Variables, stack.ControlPlaneFormatVariable, bootstrapv1.CloudConfig)
+	avail := w.WatchAvailability()
+	w.ChangeTopology(func(topology *clusterv1.Topology) {
+		framework.SetVariable(&topology.Variables, stack.ControlPlaneFormatVariable, bootstrapv1.CloudConfig)
 		topology.ControlPlane.Metadata.Annotations = map[string]string{bootstrapv1.FormatAnnotation: string(bootstrapv1.Raw)}
 		for i := range topology.Workers.MachineDeployments {
 			if md := &topology.Workers.MachineDeployments[i]; md.Name == "md-cloud-config" {
-				setVariable(&md.Variables.Overrides, stack.WorkerFormatVariable, bootstrapv1.Raw)
+				framework.SetVariable(&md.Variables.Overrides, stack.WorkerFormatVariable, bootstrapv1.Raw)
 			}
 		}
-		setVariable(&topology.Workers.MachinePools[0].Variables.Overrides, stack.WorkerFormatVariable, bootstrapv1.Ignition)
+		framework.SetVariable(&topology.Workers.MachinePools[0].Variables.Overrides, stack.WorkerFormatVariable, bootstrapv1.Ignition)
 	})
-	w.waitFor(time.Minute, "the MachinePool's data rendered again as Ignition", func() bool {
-		return w.poolDataFormat(pool) == bootstrapv1.Ignition
-	}, func() string { return string(w.poolDataFormat(pool)) })
+	w.WaitFor(time.Minute, "the MachinePool's data rendered again as Ignition", func() bool {
+		return w.PoolDataFormat(pool) == bootstrapv1.Ignition
+	}, func() string { return string(w.PoolDataFormat(pool)) })
 	want[""], want["md-cloud-config"] = bootstrapv1.Raw, bootstrapv1.Raw
 	rolledOut := func() bool {
-		formats := w.classFormats()
+		formats := w.ClassFormats()
 		return slices.Equal(formats[""], []bootstrapv1.Format{bootstrapv1.Raw, bootstrapv1.Raw, bootstrapv1.Raw}) &&
 			slices.Equal(formats["md-cloud-config"], []bootstrapv1.Format{bootstrapv1.Raw})
 	}
-	w.waitFor(20*time.Minute, "control plane and md-cloud-config rolled out to raw machines", rolledOut,
-		func() string { return fmt.Sprint(w.classFormats()) })
-	machines = w.waitForMachines(6, 5*time.Minute)
-	avail.stop(t, 20*time.Second)
-	w.expectNodes(machines)
-	w.expectEtcdMembers()
-	w.expectClassFormats(want)
-	w.expectNoKCPRollout(3, 1)
+	w.WaitFor(20*time.Minute, "control plane and md-cloud-config rolled out to raw machines", rolledOut,
+		func() string { return fmt.Sprint(w.ClassFormats()) })
+	machines = w.WaitForMachines(6, 5*time.Minute)
+	avail.Stop(t, 20*time.Second)
+	w.ExpectNodes(machines)
+	w.ExpectEtcdMembers()
+	w.ExpectClassFormats(want)
+	w.ExpectNoKCPRollout(3, 1)
 
 	// The pool's instances kept the data they booted with (the simulated
 	// cloud, like a scaling group without an instance refresh, replaces
 	// none); one more instance, asked for through the topology, boots with
 	// the rendered-again data: Ignition, with the class's Ignition patch.
-	w.expectPoolConsumers(pool, bootstrapv1.Raw)
-	w.changeTopology(func(topology *clusterv1.Topology) { topology.Workers.MachinePools[0].Replicas = ptr.To[int32](3) })
-	w.waitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.Ignition}, 3, 5*time.Minute)
-	w.expectPoolConsumers(pool, bootstrapv1.Raw, bootstrapv1.Raw, bootstrapv1.Ignition)
-	instances := w.simulatedPool(pool).Status.Instances
+	w.ExpectPoolConsumers(pool, bootstrapv1.Raw)
+	w.ChangeTopology(func(topology *clusterv1.Topology) { topology.Workers.MachinePools[0].Replicas = ptr.To[int32](3) })
+	w.WaitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.Ignition}, 3, 5*time.Minute)
+	w.ExpectPoolConsumers(pool, bootstrapv1.Raw, bootstrapv1.Raw, bootstrapv1.Ignition)
+	instances := w.SimulatedPool(pool).Status.Instances
 	for i, in := range instances {
 		wantWritten := "none"
 		if i == len(instances)-1 {
 			wantWritten = string(bootstrapv1.Ignition)
 		}
-		if got := strings.TrimSpace(w.onHost(in.Name, "sh", "-c", "cat "+stack.FormatPatchFile+" 2>/dev/null || echo none")); got != wantWritten {
+		if got := strings.TrimSpace(w.OnHost(in.Name, "sh", "-c", "cat "+stack.FormatPatchFile+" 2>/dev/null || echo none")); got != wantWritten {
 			t.Errorf("pool instance %s: %s holds %q, want %q", in.Name, stack.FormatPatchFile, got, wantWritten)
 		}
-	}
-}
-
-// classPool returns the name of the MachinePool the topology made for a
-// MachinePool topology.
-func (w *workloadCluster) classPool(topologyName string) string {
-	w.t.Helper()
-	var pools clusterv1.MachinePoolList
-	if err := w.c.List(context.Background(), &pools, client.InNamespace(w.Namespace),
-		client.MatchingLabels{clusterv1.ClusterTopologyMachinePoolNameLabel: topologyName}); err != nil || len(pools.Items) != 1 {
-		w.t.Fatalf("MachinePool of topology %s: %d found, %v", topologyName, len(pools.Items), err)
-	}
-	return pools.Items[0].Name
-}
-
-// poolDataFormat is the format the MachinePool's data secret was rendered in.
-func (w *workloadCluster) poolDataFormat(pool string) bootstrapv1.Format {
-	w.t.Helper()
-	mp := &clusterv1.MachinePool{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
-		w.t.Fatal(err)
-	}
-	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
-		return ""
-	}
-	s := &corev1.Secret{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, *mp.Spec.Template.Spec.Bootstrap.DataSecretName), s); err != nil {
-		return ""
-	}
-	return bootstrapv1.Format(s.Data["format"])
-}
-
-// newClassCluster creates the ClusterClass (stack.ClusterClassObjects), waits
-// until Cluster API reconciled it (its variables are known), then creates a
-// Cluster of it.
-func newClassCluster(t *testing.T, name string, controlPlaneReplicas int32, controlPlaneFormat bootstrapv1.Format, mds ...stack.ClassWorkers) *workloadCluster {
-	t.Helper()
-	w := newWorkloadClusterOf(t, name, func(w *workloadCluster) []client.Object {
-		return append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}}, w.ClusterClassObjects()...)
-	})
-	if err := stack.WaitForClusterClass(context.Background(), w.c, w.Namespace, w.Name); err != nil {
-		t.Fatalf("ClusterClass %s not reconciled: %v", w.Name, err)
-	}
-	w.create(w.ClassCluster(controlPlaneReplicas, controlPlaneFormat, mds...))
-	return w
-}
-
-// renderedMachine is a Machine and the format its data secret says it was
-// rendered in.
-type renderedMachine struct {
-	clusterv1.Machine
-	format bootstrapv1.Format
-}
-
-// renderedMachines returns the namespace's Machines whose data secret exists,
-// with its format, and how many Machines there are in all.
-func (w *workloadCluster) renderedMachines() (rendered []renderedMachine, all int) {
-	w.t.Helper()
-	ctx := context.Background()
-	var machines clusterv1.MachineList
-	if err := w.c.List(ctx, &machines, client.InNamespace(w.Namespace)); err != nil {
-		w.t.Fatal(err)
-	}
-	for _, m := range machines.Items {
-		if m.Spec.Bootstrap.DataSecretName == nil {
-			continue
-		}
-		s := &corev1.Secret{}
-		if err := w.c.Get(ctx, objectKey(w.Namespace, *m.Spec.Bootstrap.DataSecretName), s); err != nil {
-			continue
-		}
-		rendered = append(rendered, renderedMachine{Machine: m, format: bootstrapv1.Format(s.Data["format"])})
-	}
-	return rendered, len(machines.Items)
-}
-
-// byMachineDeployment groups rendered machines' formats by the topology's
-// MachineDeployment name ("" for the control plane).
-func byMachineDeployment(rendered []renderedMachine) map[string][]bootstrapv1.Format {
-	out := map[string][]bootstrapv1.Format{}
-	for _, m := range rendered {
-		md := m.Labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel]
-		out[md] = append(out[md], m.format)
-	}
-	return out
-}
-
-// classFormats returns the formats each machine's data secret says it
-// rendered, by the topology's MachineDeployment name ("" for the control
-// plane).
-func (w *workloadCluster) classFormats() map[string][]bootstrapv1.Format {
-	w.t.Helper()
-	rendered, _ := w.renderedMachines()
-	return byMachineDeployment(rendered)
-}
-
-// expectClassFormats checks, for each machine, the format its data was
-// rendered in against want (by MachineDeployment, "" for the control plane)
-// and what the class's format-specific patch left on its host: the
-// FormatPatchFile its format's own means wrote, and no such file on raw
-// machines (the raw format has no means, and the patch is not applied).
-func (w *workloadCluster) expectClassFormats(want map[string]bootstrapv1.Format) {
-	w.t.Helper()
-	rendered, all := w.renderedMachines()
-	if len(rendered) != all {
-		w.t.Fatalf("%d of %d machines have their data secret", len(rendered), all)
-	}
-	for _, m := range rendered {
-		md := m.Labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel]
-		if m.format != want[md] {
-			w.t.Errorf("machine %s (%q): rendered %s, want %s", m.Name, md, m.format, want[md])
-		}
-		written := strings.TrimSpace(w.onHost(m.Name, "sh", "-c", "cat "+stack.FormatPatchFile+" 2>/dev/null || echo none"))
-		wantWritten := "none"
-		if m.format == bootstrapv1.Ignition || (m.format == bootstrapv1.CloudConfig && md != "") {
-			wantWritten = string(m.format)
-		}
-		if written != wantWritten {
-			w.t.Errorf("machine %s (%s): %s holds %q, want %q", m.Name, m.format, stack.FormatPatchFile, written, wantWritten)
-		}
-	}
-	w.t.Logf("formats by MachineDeployment (\"\": control plane): %v", byMachineDeployment(rendered))
-}
-
-// changeTopology updates the Cluster's topology.
-func (w *workloadCluster) changeTopology(change func(*clusterv1.Topology)) {
-	w.t.Helper()
-	cluster := &clusterv1.Cluster{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, w.Name), cluster); err != nil {
-		w.t.Fatal(err)
-	}
-	patch := client.MergeFrom(cluster.DeepCopy())
-	change(&cluster.Spec.Topology)
-	if err := w.c.Patch(context.Background(), cluster, patch); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-// setVariable sets a variable of a topology's list to a format.
-func setVariable(variables *[]clusterv1.ClusterVariable, name string, format bootstrapv1.Format) {
-	for i := range *variables {
-		if (*variables)[i].Name == name {
-			(*variables)[i].Value = *stack.JSONValue(format)
-			return
-		}
-	}
-	*variables = append(*variables, clusterv1.ClusterVariable{Name: name, Value: *stack.JSONValue(format)})
-}
-
-// availability polls the workload cluster through its control-plane
-// endpoint (a read that reaches etcd) every second, recording failures.
-type availability struct {
-	done     chan struct{}
-	finished chan struct{}
-	requests int
-	failures []time.Time
-	lastErr  error
-}
-
-func (w *workloadCluster) watchAvailability() *availability {
-	w.t.Helper()
-	cfg := rest.CopyConfig(w.restConfig())
-	cfg.Timeout = 5 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	a := &availability{done: make(chan struct{}), finished: make(chan struct{})}
-	go func() {
-		defer close(a.finished)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-a.done:
-				return
-			case <-tick.C:
-			}
-			a.requests++
-			// An empty resourceVersion asks for a quorum read: etcd answers.
-			if _, err := cs.CoreV1().Namespaces().Get(context.Background(), metav1.NamespaceDefault, metav1.GetOptions{}); err != nil {
-				a.failures = append(a.failures, time.Now())
-				a.lastErr = err
-			}
-		}
-	}()
-	return a
-}
-
-// stop ends the polling and fails the test if the cluster did not answer for
-// longer than maxOutage at a stretch (failed requests less than 2s apart
-// count as one outage).
-func (a *availability) stop(t *testing.T, maxOutage time.Duration) {
-	t.Helper()
-	close(a.done)
-	<-a.finished
-	var longest time.Duration
-	for i := 0; i < len(a.failures); {
-		j := i
-		for j+1 < len(a.failures) && a.failures[j+1].Sub(a.failures[j]) < 2*time.Second {
-			j++
-		}
-		// A failure stands for the second before it too.
-		longest = max(longest, a.failures[j].Sub(a.failures[i])+time.Second)
-		i = j + 1
-	}
-	t.Logf("availability: %d of %d requests through the control-plane endpoint failed; longest outage %s (last error: %v)",
-		len(a.failures), a.requests, longest, a.lastErr)
-	if longest > maxOutage {
-		t.Errorf("the workload cluster did not answer for %s at a stretch (allowed %s)", longest, maxOutage)
 	}
 }
 

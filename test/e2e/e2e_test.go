@@ -22,61 +22,20 @@ limitations under the License.
 package e2e
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"strings"
 	"testing"
-	"time"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
-var (
-	st       *stack.Stack
-	stateDir string
-)
+// st is the stack every test of the package shares.
+var st *stack.Stack
 
-// managerArgs turn on both gated formats and shorten the token TTL so that
-// extensions happen within a test.
+// managerArgs turn on both gated formats.
 var managerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true"}
 
 func TestMain(m *testing.M) {
-	host.RunIfHost()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Geteuid() != 0 {
-		fmt.Println("e2e: needs root (namespaces, overlays, veth pairs); skipped")
-		return 0
-	}
-	var err error
-	if stateDir, err = os.MkdirTemp("", "cabpk-e2e-"); err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	start := time.Now()
-	st, err = stack.Start(context.Background(), stack.Options{StateDir: stateDir, ManagerArgs: managerArgs, Progress: os.Stdout})
-	if err != nil {
-		fmt.Printf("e2e: starting the stack: %v (logs in %s)\n", err, stateDir)
-		return 1
-	}
-	fmt.Printf("e2e: stack up in %s; logs in %s\n", time.Since(start).Round(time.Second), stateDir)
-	code := m.Run()
-	st.Stop()
-	// Stopped hosts leave nothing on this machine: no process (their PID
-	// namespaces died), no cgroup, mount, network interface or containerd
-	// root.
-	if left := st.Lab.Leftovers(); len(left) > 0 {
-		fmt.Printf("e2e: the stopped stack left these behind on this machine:\n  %s\n", strings.Join(left, "\n  "))
-		code = 1
-	} else {
-		fmt.Println("e2e: nothing left behind (cgroups, mounts, network interfaces, containerd roots)")
-	}
-	if code == 0 {
-		_ = os.RemoveAll(stateDir)
-	}
-	return code
+	os.Exit(framework.Run(framework.RunInput{M: m, ManagerArgs: managerArgs, Setup: func(s *stack.Stack) { st = s }}))
 }

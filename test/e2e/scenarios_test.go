@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,38 +41,38 @@ import (
 // workers; cloud-init runs each machine's data, kubeadm inits and joins.
 func TestCloudConfigCluster(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
-	w := newWorkloadCluster(t, "cloud-config")
-	w.controlPlaneMachine("cloud-config-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
+	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "cloud-config"})
+	w.AddControlPlaneMachine("cloud-config-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "retired", Inactive: ptr.To(true)}, {Name: "ops", Passwd: "$6$rounds=4096$salt$hash"}}
 		s.GzipUserData = ptr.To(true) // cloud-init decompresses it itself
 	})
-	w.machineDeployment("cloud-config-md", bootstrapv1.CloudConfig, 2, 0)
-	machines := w.waitForMachines(3, 5*time.Minute)
-	w.expectNodes(machines)
-	worker := w.workerMachine("cloud-config-md")
+	w.AddMachineDeployment("cloud-config-md", bootstrapv1.CloudConfig, 2, 0)
+	machines := w.WaitForMachines(3, 5*time.Minute)
+	w.ExpectNodes(machines)
+	worker := w.WorkerMachine("cloud-config-md")
 	// A pod on the control plane serves, a pod on a worker looks a Service
 	// up through CoreDNS and fetches from it across the lab network.
-	w.expectPodNetwork("cloud-config-cp-0", worker.Status.NodeRef.Name)
-	w.expectServicesRestarted(worker)
-	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init"})
-	w.expectGzipped("cloud-config-cp-0", func(v []byte) bool { return bytes.HasPrefix(v, []byte{0x1f, 0x8b}) })
+	w.ExpectPodNetwork("cloud-config-cp-0", worker.Status.NodeRef.Name)
+	w.ExpectServicesRestarted(worker)
+	w.ExpectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init"})
+	w.ExpectGzipped("cloud-config-cp-0", func(v []byte) bool { return bytes.HasPrefix(v, []byte{0x1f, 0x8b}) })
 	// What cloud-init made of the users (shadow(5): field 2 the password,
 	// "!" first when locked; field 8 the account's expiry in days).
 	for _, tc := range []struct{ user, field, want string }{
 		{"retired", "8", "1"}, // inactive: expired, no login at all
 		{"ops", "2", "!"},     // lockPassword unset: cloud-init locks the password
 	} {
-		entry := strings.TrimSpace(w.onHost("cloud-config-cp-0", "getent", "shadow", tc.user))
+		entry := strings.TrimSpace(w.OnHost("cloud-config-cp-0", "getent", "shadow", tc.user))
 		fields := strings.Split(entry, ":")
 		i := map[string]int{"2": 1, "8": 7}[tc.field]
 		if len(fields) < 8 || !strings.HasPrefix(fields[i], tc.want) {
 			t.Errorf("user %s: shadow field %s is %q, want %q...", tc.user, tc.field, fields[min(i, len(fields)-1)], tc.want)
 		}
 	}
-	w.expectNothingLeftBehind(3)
+	w.ExpectNothingLeftBehind(3)
 	// Last: the token of a machine deleted before it joined outlives it
 	// until its TTL (the swap/hardening issue's territory).
-	w.expectKubeletFailureVisible(bootstrapv1.CloudConfig)
+	w.ExpectKubeletFailureVisible(bootstrapv1.CloudConfig)
 }
 
 // TestIgnitionCluster: with its gate off, the manager's webhook denies an
@@ -87,30 +89,30 @@ func TestIgnitionCluster(t *testing.T) {
 		t.Logf("denied: %v", err)
 		expectClassRefusals(t)
 	})
-	w := newWorkloadCluster(t, "ignition")
-	w.controlPlaneMachine("ignition-cp-0", bootstrapv1.Ignition, func(s *bootstrapv1.KubeadmConfigSpec) {
+	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "ignition"})
+	w.AddControlPlaneMachine("ignition-cp-0", bootstrapv1.Ignition, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "jane.doe", Sudo: "ALL=(ALL) NOPASSWD:ALL"}}
 		s.GzipUserData = ptr.To(true) // Ignition replaces the config with the gzip-compressed one
 	})
-	w.machineDeployment("ignition-md", bootstrapv1.Ignition, 2, 0)
-	machines := w.waitForMachines(3, 5*time.Minute)
-	w.expectNodes(machines)
-	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Ignition: "ignition"})
-	w.expectGzipped("ignition-cp-0", func(v []byte) bool { return bytes.Contains(v, []byte(`"compression":"gzip"`)) })
+	w.AddMachineDeployment("ignition-md", bootstrapv1.Ignition, 2, 0)
+	machines := w.WaitForMachines(3, 5*time.Minute)
+	w.ExpectNodes(machines)
+	w.ExpectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Ignition: "ignition"})
+	w.ExpectGzipped("ignition-cp-0", func(v []byte) bool { return bytes.Contains(v, []byte(`"compression":"gzip"`)) })
 	// Ignition created the user and a sudoers drop-in sudo reads (no "." in
 	// its name); kubeadm's configuration, which holds the token, is gone.
-	if out := w.onHost("ignition-cp-0", "id", "jane.doe"); !strings.Contains(out, "jane.doe") {
+	if out := w.OnHost("ignition-cp-0", "id", "jane.doe"); !strings.Contains(out, "jane.doe") {
 		t.Errorf("user jane.doe: %s", out)
 	}
-	for _, f := range strings.Fields(w.onHost("ignition-cp-0", "ls", "/etc/sudoers.d")) {
+	for _, f := range strings.Fields(w.OnHost("ignition-cp-0", "ls", "/etc/sudoers.d")) {
 		if strings.Contains(f, ".") || strings.HasSuffix(f, "~") {
 			t.Errorf("sudo skips /etc/sudoers.d/%s", f)
 		}
 	}
-	if out := w.onHost("ignition-cp-0", "cat", "/etc/sudoers.d/jane_doe"); !strings.HasPrefix(out, "jane.doe ALL=") {
+	if out := w.OnHost("ignition-cp-0", "cat", "/etc/sudoers.d/jane_doe"); !strings.HasPrefix(out, "jane.doe ALL=") {
 		t.Errorf("sudoers drop-in: %q", out)
 	}
-	if out := w.onHost("ignition-cp-0", "sh", "-c", "test -e "+bootstrapv1.IgnitionKubeadmConfigPath+" && echo present || echo absent"); strings.TrimSpace(out) != "absent" {
+	if out := w.OnHost("ignition-cp-0", "sh", "-c", "test -e "+bootstrapv1.IgnitionKubeadmConfigPath+" && echo present || echo absent"); strings.TrimSpace(out) != "absent" {
 		t.Errorf("%s (the bootstrap token) is %s after kubeadm succeeded", bootstrapv1.IgnitionKubeadmConfigPath, out)
 	}
 }
@@ -121,33 +123,33 @@ func TestIgnitionCluster(t *testing.T) {
 // workload cluster once every machine joined.
 func TestRawClusterScales(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
-	w := newWorkloadCluster(t, "raw")
-	w.controlPlaneMachine("raw-cp-0", bootstrapv1.Raw)
-	w.machineDeployment("raw-md", bootstrapv1.Raw, 2, 0)
-	w.expectNodes(w.waitForMachines(3, 5*time.Minute))
-	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Raw: "raw agent (pkg/rawagent)"})
-	w.scale("raw-md", 5)
-	w.expectNodes(w.waitForMachines(6, 5*time.Minute))
-	w.scale("raw-md", 1)
-	w.expectNodes(w.waitForMachines(2, 5*time.Minute))
-	w.expectNothingLeftBehind(2)
+	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "raw"})
+	w.AddControlPlaneMachine("raw-cp-0", bootstrapv1.Raw)
+	w.AddMachineDeployment("raw-md", bootstrapv1.Raw, 2, 0)
+	w.ExpectNodes(w.WaitForMachines(3, 5*time.Minute))
+	w.ExpectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Raw: "raw agent (pkg/rawagent)"})
+	w.Scale("raw-md", 5)
+	w.ExpectNodes(w.WaitForMachines(6, 5*time.Minute))
+	w.Scale("raw-md", 1)
+	w.ExpectNodes(w.WaitForMachines(2, 5*time.Minute))
+	w.ExpectNothingLeftBehind(2)
 }
 
 // TestMixedFormats: a cloud-config control plane with one raw and one
 // Ignition MachineDeployment in the same cluster.
 func TestMixedFormats(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
-	w := newWorkloadCluster(t, "mixed")
-	w.controlPlaneMachine("mixed-cp-0", bootstrapv1.CloudConfig)
-	w.machineDeployment("mixed-raw", bootstrapv1.Raw, 1, 0)
-	w.machineDeployment("mixed-ignition", bootstrapv1.Ignition, 1, 0)
-	w.expectNodes(w.waitForMachines(3, 5*time.Minute))
+	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "mixed"})
+	w.AddControlPlaneMachine("mixed-cp-0", bootstrapv1.CloudConfig)
+	w.AddMachineDeployment("mixed-raw", bootstrapv1.Raw, 1, 0)
+	w.AddMachineDeployment("mixed-ignition", bootstrapv1.Ignition, 1, 0)
+	w.ExpectNodes(w.WaitForMachines(3, 5*time.Minute))
 	// Between the nodes of the other two formats.
-	w.expectPodNetwork(w.workerMachine("mixed-raw").Status.NodeRef.Name, w.workerMachine("mixed-ignition").Status.NodeRef.Name)
-	w.expectConsumers(map[bootstrapv1.Format]string{
+	w.ExpectPodNetwork(w.WorkerMachine("mixed-raw").Status.NodeRef.Name, w.WorkerMachine("mixed-ignition").Status.NodeRef.Name)
+	w.ExpectConsumers(map[bootstrapv1.Format]string{
 		bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Raw: "raw agent (pkg/rawagent)", bootstrapv1.Ignition: "ignition",
 	})
-	w.expectNothingLeftBehind(3)
+	w.ExpectNothingLeftBehind(3)
 }
 
 // TestRolloutToAnotherFormat: a MachineDeployment's KubeadmConfigTemplate is
@@ -156,31 +158,31 @@ func TestMixedFormats(t *testing.T) {
 func TestRolloutToAnotherFormat(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	ctx := context.Background()
-	w := newWorkloadCluster(t, "rollout")
-	w.controlPlaneMachine("rollout-cp-0", bootstrapv1.CloudConfig)
-	w.machineDeployment("rollout-md", bootstrapv1.CloudConfig, 2, 0)
-	w.expectNodes(w.waitForMachines(3, 5*time.Minute))
-	old := w.workerData()
+	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "rollout"})
+	w.AddControlPlaneMachine("rollout-cp-0", bootstrapv1.CloudConfig)
+	w.AddMachineDeployment("rollout-md", bootstrapv1.CloudConfig, 2, 0)
+	w.ExpectNodes(w.WaitForMachines(3, 5*time.Minute))
+	old := w.WorkerData()
 
-	w.create(w.KubeadmConfigTemplate("rollout-raw", bootstrapv1.Raw))
+	w.Create(w.KubeadmConfigTemplate("rollout-raw", bootstrapv1.Raw))
 	md := &clusterv1.MachineDeployment{}
-	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "rollout-md"}, md); err != nil {
+	if err := w.Client().Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "rollout-md"}, md); err != nil {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(md.DeepCopy())
 	md.Spec.Template.Spec.Bootstrap.ConfigRef.Name = "rollout-raw"
-	if err := w.c.Patch(ctx, md, patch); err != nil {
+	if err := w.Client().Patch(ctx, md, patch); err != nil {
 		t.Fatal(err)
 	}
 	last := ""
-	w.waitFor(5*time.Minute, "the rollout to raw", func() bool {
+	w.WaitFor(5*time.Minute, "the rollout to raw", func() bool {
 		// While they exist, the old machines' data must not change.
-		for name, data := range w.workerData() {
+		for name, data := range w.WorkerData() {
 			if before, ok := old[name]; ok && before != data {
 				t.Fatalf("machine %s's data changed during the rollout", name)
 			}
 		}
-		rows := w.logTable(&last)
+		rows := w.LogTable(&last)
 		if len(rows) != 3 {
 			return false
 		}
@@ -191,15 +193,15 @@ func TestRolloutToAnotherFormat(t *testing.T) {
 		}
 		return true
 	})
-	machines := w.waitForMachines(3, time.Minute)
-	w.expectNodes(machines)
+	machines := w.WaitForMachines(3, time.Minute)
+	w.ExpectNodes(machines)
 	for name := range old {
-		if _, ok := w.workerData()[name]; ok {
+		if _, ok := w.WorkerData()[name]; ok {
 			t.Errorf("old machine %s is still there", name)
 		}
 	}
-	w.expectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Raw: "raw agent (pkg/rawagent)"})
-	w.expectNothingLeftBehind(3)
+	w.ExpectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Raw: "raw agent (pkg/rawagent)"})
+	w.ExpectNothingLeftBehind(3)
 }
 
 // TestSecondControlPlane: a second control-plane Machine runs kubeadm join
@@ -207,18 +209,18 @@ func TestRolloutToAnotherFormat(t *testing.T) {
 // member, API server, controller manager and scheduler.
 func TestSecondControlPlane(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
-	w := newWorkloadCluster(t, "ha")
-	w.controlPlaneMachine("ha-cp-0", bootstrapv1.CloudConfig)
-	w.expectNodes(w.waitForMachines(1, 5*time.Minute))
-	w.controlPlaneMachine("ha-cp-1", bootstrapv1.Raw)
-	nodes := w.expectNodes(w.waitForMachines(2, 6*time.Minute))
+	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "ha"})
+	w.AddControlPlaneMachine("ha-cp-0", bootstrapv1.CloudConfig)
+	w.ExpectNodes(w.WaitForMachines(1, 5*time.Minute))
+	w.AddControlPlaneMachine("ha-cp-1", bootstrapv1.Raw)
+	nodes := w.ExpectNodes(w.WaitForMachines(2, 6*time.Minute))
 	for _, n := range nodes {
 		if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; !ok {
 			t.Errorf("node %s is not marked as a control plane", n.Name)
 		}
 	}
-	w.expectEachAPIServerWithItsEtcd(2)
-	w.expectNothingLeftBehind(2)
+	w.ExpectEachAPIServerWithItsEtcd(2)
+	w.ExpectNothingLeftBehind(2)
 }
 
 // withManagerArgs restarts the manager with other flags for the rest of the

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package e2e
+package framework
 
 import (
 	"context"
@@ -40,28 +40,15 @@ import (
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
-// startManagement starts a management cluster of the test's own over the
-// stack's Lab, this provider's manager run with args; it stops with the test
-// (after the test's workload clusters went, whose cleanups come later).
-func startManagement(t *testing.T, name string, args ...string) *stack.Management {
-	t.Helper()
-	m, err := st.StartManagement(context.Background(), name, args...)
-	if err != nil {
-		t.Fatalf("starting management cluster %s: %v", name, err)
-	}
-	t.Cleanup(m.Stop)
-	return m
-}
-
-// moveTo makes the test read and write the cluster's objects in management
+// MoveTo makes the test read and write the cluster's objects in management
 // cluster m.
-func (w *workloadCluster) moveTo(m *stack.Management) {
+func (w *WorkloadCluster) MoveTo(m *stack.Management) {
 	w.mgmt, w.c = m, m.Client
 }
 
-// clusterctl runs Cluster API's clusterctl v1.14.2 with its configuration
+// Clusterctl runs Cluster API's clusterctl v1.14.2 with its configuration
 // directory of its own (not the user's).
-func (w *workloadCluster) clusterctl(args ...string) {
+func (w *WorkloadCluster) Clusterctl(args ...string) {
 	w.t.Helper()
 	dir := w.t.TempDir()
 	start := time.Now()
@@ -74,64 +61,65 @@ func (w *workloadCluster) clusterctl(args ...string) {
 	w.t.Logf("clusterctl %s took %s", args[0], time.Since(start).Round(100*time.Millisecond))
 }
 
-// move moves the cluster's namespace to management cluster to with
+// Move moves the cluster's namespace to management cluster to with
 // `clusterctl move`.
-func (w *workloadCluster) move(to *stack.Management) {
+func (w *WorkloadCluster) Move(to *stack.Management) {
 	w.t.Helper()
-	w.clusterctl("move", "--kubeconfig", w.mgmt.Kubeconfig, "--to-kubeconfig", to.Kubeconfig, "--namespace", w.Namespace)
-	w.moveTo(to)
+	w.Clusterctl("move", "--kubeconfig", w.mgmt.Kubeconfig, "--to-kubeconfig", to.Kubeconfig, "--namespace", w.Namespace)
+	w.MoveTo(to)
 }
 
-// backUpAndRestore backs the cluster's namespace up with `clusterctl move
+// BackUpAndRestore backs the cluster's namespace up with `clusterctl move
 // --to-directory`, loses its management cluster (stopped: API server,
 // controllers, manager; the hosts run on) and restores the backup into
 // management cluster to with `clusterctl move --from-directory`: every
 // object anew, with new UIDs.
-func (w *workloadCluster) backUpAndRestore(to *stack.Management) {
+func (w *WorkloadCluster) BackUpAndRestore(to *stack.Management) {
 	w.t.Helper()
 	backup := filepath.Join(w.t.TempDir(), "backup")
 	if err := os.Mkdir(backup, 0o700); err != nil {
 		w.t.Fatal(err)
 	}
-	w.clusterctl("move", "--kubeconfig", w.mgmt.Kubeconfig, "--to-directory", backup, "--namespace", w.Namespace)
+	w.Clusterctl("move", "--kubeconfig", w.mgmt.Kubeconfig, "--to-directory", backup, "--namespace", w.Namespace)
 	w.mgmt.Stop()
-	w.clusterctl("move", "--from-directory", backup, "--to-kubeconfig", to.Kubeconfig)
-	w.moveTo(to)
+	w.Clusterctl("move", "--from-directory", backup, "--to-kubeconfig", to.Kubeconfig)
+	w.MoveTo(to)
 }
 
-// moved is what a move or restore must carry over: the Machines and
+// Moved is what a move or restore must carry over: the Machines and
 // MachineSets (by name: new objects, none added or gone, which would be a
 // rollout), every config's data secret, and each Machine's unchanged (a
 // pool's may rotate meanwhile).
-type moved struct {
+type Moved struct {
 	machines, machineSets, data []string
 	machineData                 map[string][32]byte
 }
 
-func (w *workloadCluster) beforeMove() moved {
+// BeforeMove records what a move or restore must carry over.
+func (w *WorkloadCluster) BeforeMove() Moved {
 	w.t.Helper()
-	k := w.keep()
-	mv := moved{
-		machines: slices.Sorted(maps.Keys(k.machines)), machineSets: slices.Sorted(maps.Keys(k.machineSets)),
+	k := w.Keep()
+	mv := Moved{
+		machines: slices.Sorted(maps.Keys(k.Machines)), machineSets: slices.Sorted(maps.Keys(k.machineSets)),
 		machineData: map[string][32]byte{},
 	}
-	secrets := w.dataSecretObjects()
+	secrets := w.DataSecretObjects()
 	mv.data = slices.Sorted(maps.Keys(secrets))
 	for name, s := range secrets {
-		if _, ok := k.machines[name]; ok {
+		if _, ok := k.Machines[name]; ok {
 			mv.machineData[name] = sha256.Sum256(s.Data["value"])
 		}
 	}
 	return mv
 }
 
-// expectMoved checks the management cluster the cluster is now in has what
+// ExpectMoved checks the management cluster the cluster is now in has what
 // it had before, and that every data secret's controller is its
 // KubeadmConfig there (the new UID): owned by a UID that is not there, the
 // garbage collector would have deleted it.
-func (mv moved) expectMoved(w *workloadCluster) {
+func (mv Moved) ExpectMoved(w *WorkloadCluster) {
 	w.t.Helper()
-	now := w.beforeMove()
+	now := w.BeforeMove()
 	if !slices.Equal(now.machines, mv.machines) || !slices.Equal(now.machineSets, mv.machineSets) {
 		w.t.Errorf("Machines %v and MachineSets %v before, now %v and %v", mv.machines, mv.machineSets, now.machines, now.machineSets)
 	}
@@ -151,7 +139,7 @@ func (mv moved) expectMoved(w *workloadCluster) {
 	for _, c := range configs.Items {
 		uids[c.Name] = string(c.UID)
 	}
-	for name, s := range w.dataSecretObjects() {
+	for name, s := range w.DataSecretObjects() {
 		if ref := metav1.GetControllerOf(&s); ref == nil || string(ref.UID) != uids[name] {
 			w.t.Errorf("data secret %s: its controller is %v, not its KubeadmConfig (UID %s)", name, ref, uids[name])
 		}
@@ -160,17 +148,17 @@ func (mv moved) expectMoved(w *workloadCluster) {
 		len(now.machines), len(now.machineSets), len(now.data))
 }
 
-// bootPoolInstance scales a pool up by one instance that boots for bootDelay
+// BootPoolInstance scales a pool up by one instance that boots for bootDelay
 // before it runs its data, and waits until it boots (listed in the pool's
 // provider IDs, as the cloud has it).
-func (w *workloadCluster) bootPoolInstance(pool string, bootDelay time.Duration) string {
+func (w *WorkloadCluster) BootPoolInstance(pool string, bootDelay time.Duration) string {
 	w.t.Helper()
-	w.setPoolBootDelay(pool, bootDelay)
-	n := len(w.simulatedPool(pool).Status.Instances)
-	w.scalePool(pool, int32(n+1))
+	w.SetPoolBootDelay(pool, bootDelay)
+	n := len(w.SimulatedPool(pool).Status.Instances)
+	w.ScalePool(pool, int32(n+1))
 	var name string
-	w.waitFor(time.Minute, "a booting instance of "+pool, func() bool {
-		smp := w.simulatedPool(pool)
+	w.WaitFor(time.Minute, "a booting instance of "+pool, func() bool {
+		smp := w.SimulatedPool(pool)
 		if len(smp.Status.Instances) != n+1 || len(smp.Spec.ProviderIDList) != n+1 {
 			return false
 		}
@@ -178,14 +166,14 @@ func (w *workloadCluster) bootPoolInstance(pool string, bootDelay time.Duration)
 		name = in.Name
 		return in.HostPhase == infrav1.HostBooting
 	})
-	w.setPoolBootDelay(pool, 0)
+	w.SetPoolBootDelay(pool, 0)
 	return name
 }
 
-// setPoolBootDelay sets how long a pool's next instances boot.
-func (w *workloadCluster) setPoolBootDelay(pool string, d time.Duration) {
+// SetPoolBootDelay sets how long a pool's next instances boot.
+func (w *WorkloadCluster) SetPoolBootDelay(pool string, d time.Duration) {
 	w.t.Helper()
-	smp := w.simulatedPool(pool)
+	smp := w.SimulatedPool(pool)
 	patch := client.MergeFrom(smp.DeepCopy())
 	smp.Spec.BootDelay = ptr.To(metav1.Duration{Duration: d})
 	if err := w.c.Patch(context.Background(), smp, patch); err != nil {
@@ -193,9 +181,9 @@ func (w *workloadCluster) setPoolBootDelay(pool string, d time.Duration) {
 	}
 }
 
-// expectPoolInstanceJoined fails the test unless the pool's instance has
+// ExpectPoolInstanceJoined fails the test unless the pool's instance has
 // its Node in the pool's node references.
-func (w *workloadCluster) expectPoolInstanceJoined(pool, instance string) {
+func (w *WorkloadCluster) ExpectPoolInstanceJoined(pool, instance string) {
 	w.t.Helper()
 	mp := &clusterv1.MachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
@@ -207,4 +195,25 @@ func (w *workloadCluster) expectPoolInstanceJoined(pool, instance string) {
 		}
 	}
 	w.t.Errorf("pool %s: instance %s has no Node (%s)", pool, instance, fmt.Sprint(mp.Status.NodeRefs))
+}
+
+// ManagementInput says how StartManagement starts a management cluster.
+type ManagementInput struct {
+	Stack *stack.Stack
+	Name  string
+	// ManagerArgs are this provider's manager's flags there.
+	ManagerArgs []string
+}
+
+// StartManagement starts a management cluster of the test's own over the
+// stack's hosts; it stops with the test (after the test's workload clusters
+// went, whose cleanups come later).
+func StartManagement(t testing.TB, in ManagementInput) *stack.Management {
+	t.Helper()
+	m, err := in.Stack.StartManagement(context.Background(), in.Name, in.ManagerArgs...)
+	if err != nil {
+		t.Fatalf("starting management cluster %s: %v", in.Name, err)
+	}
+	t.Cleanup(m.Stop)
+	return m
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package e2e
+package framework
 
 import (
 	"context"
@@ -35,20 +35,20 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
 )
 
-// consumers is the program that runs each format's data on a host.
-var consumers = map[bootstrapv1.Format]string{
+// Consumers is the program that runs each format's data on a host.
+var Consumers = map[bootstrapv1.Format]string{
 	bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Ignition: "ignition", bootstrapv1.Raw: "raw agent (pkg/rawagent)",
 }
 
-// waitForPools waits until every pool (by MachinePool name) has want
+// WaitForPools waits until every pool (by MachinePool name) has want
 // instances whose hosts ran their data and whose Nodes are the MachinePool's
 // ready node references, logging the pools when they change.
-func (w *workloadCluster) waitForPools(pools map[string]bootstrapv1.Format, want int32, timeout time.Duration) {
+func (w *WorkloadCluster) WaitForPools(pools map[string]bootstrapv1.Format, want int32, timeout time.Duration) {
 	w.t.Helper()
 	last := ""
 	var problems []string
 	names := slices.Sorted(maps.Keys(pools))
-	w.waitFor(timeout, fmt.Sprintf("every MachinePool at %d ready instances", want), func() bool {
+	w.WaitFor(timeout, fmt.Sprintf("every MachinePool at %d ready instances", want), func() bool {
 		var table strings.Builder
 		problems = nil
 		providerIDs := map[string][]string{}
@@ -57,7 +57,7 @@ func (w *workloadCluster) waitForPools(pools map[string]bootstrapv1.Format, want
 			if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
 				w.t.Fatal(err)
 			}
-			smp := w.simulatedPool(name)
+			smp := w.SimulatedPool(name)
 			providerIDs[smp.Name] = smp.Spec.ProviderIDList
 			fmt.Fprintf(&table, "  %-28s %-13s replicas %d ready %d nodes %d:", name, pools[name],
 				ptr.Deref(mp.Status.Replicas, 0), ptr.Deref(mp.Status.ReadyReplicas, 0), len(mp.Status.NodeRefs))
@@ -77,32 +77,32 @@ func (w *workloadCluster) waitForPools(pools map[string]bootstrapv1.Format, want
 			w.t.Logf("%s pools:\n%s", w.Name, table.String())
 			last = table.String()
 		}
-		return len(problems) == 0 && w.poolNodesMatch(providerIDs)
+		return len(problems) == 0 && w.PoolNodesMatch(providerIDs)
 	}, func() string { return strings.Join(problems, "\n") })
 }
 
-// expectPoolConsumers checks which program ran each instance's data, oldest
+// ExpectPoolConsumers checks which program ran each instance's data, oldest
 // first: one format for all, or one per instance.
-func (w *workloadCluster) expectPoolConsumers(pool string, formats ...bootstrapv1.Format) {
+func (w *WorkloadCluster) ExpectPoolConsumers(pool string, formats ...bootstrapv1.Format) {
 	w.t.Helper()
-	instances := w.simulatedPool(pool).Status.Instances
+	instances := w.SimulatedPool(pool).Status.Instances
 	if len(formats) != 1 && len(formats) != len(instances) {
 		w.t.Fatalf("pool %s: %d instances, %d formats to check", pool, len(instances), len(formats))
 	}
 	for i, in := range instances {
 		f := formats[min(i, len(formats)-1)]
-		if in.Consumer != consumers[f] {
-			w.t.Errorf("pool %s: instance %s ran its data with %q, want %q (%s)", pool, in.Name, in.Consumer, consumers[f], f)
+		if in.Consumer != Consumers[f] {
+			w.t.Errorf("pool %s: instance %s ran its data with %q, want %q (%s)", pool, in.Name, in.Consumer, Consumers[f], f)
 		}
 	}
 }
 
-// poolNodesMatch reports whether the workload cluster's Nodes of each pool
+// PoolNodesMatch reports whether the workload cluster's Nodes of each pool
 // are exactly its instances (the pools' provider ID lists, by
 // SimulatedMachinePool name).
-func (w *workloadCluster) poolNodesMatch(providerIDs map[string][]string) bool {
+func (w *WorkloadCluster) PoolNodesMatch(providerIDs map[string][]string) bool {
 	w.t.Helper()
-	nodes, err := w.workloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	nodes, err := w.WorkloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return false
 	}
@@ -130,8 +130,8 @@ func (w *workloadCluster) poolNodesMatch(providerIDs map[string][]string) bool {
 	return true
 }
 
-// simulatedPool returns the SimulatedMachinePool of a MachinePool.
-func (w *workloadCluster) simulatedPool(name string) *infrav1.SimulatedMachinePool {
+// SimulatedPool returns the SimulatedMachinePool of a MachinePool.
+func (w *WorkloadCluster) SimulatedPool(name string) *infrav1.SimulatedMachinePool {
 	w.t.Helper()
 	mp := &clusterv1.MachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
@@ -144,9 +144,9 @@ func (w *workloadCluster) simulatedPool(name string) *infrav1.SimulatedMachinePo
 	return smp
 }
 
-// poolProviderIDs returns the provider IDs of every pool instance in the
+// PoolProviderIDs returns the provider IDs of every pool instance in the
 // namespace.
-func (w *workloadCluster) poolProviderIDs() map[string]bool {
+func (w *WorkloadCluster) PoolProviderIDs() map[string]bool {
 	w.t.Helper()
 	var pools infrav1.SimulatedMachinePoolList
 	if err := w.c.List(context.Background(), &pools, client.InNamespace(w.Namespace)); err != nil {
@@ -161,8 +161,8 @@ func (w *workloadCluster) poolProviderIDs() map[string]bool {
 	return ids
 }
 
-// scalePool sets a MachinePool's replicas.
-func (w *workloadCluster) scalePool(name string, replicas int32) {
+// ScalePool sets a MachinePool's replicas.
+func (w *WorkloadCluster) ScalePool(name string, replicas int32) {
 	w.t.Helper()
 	mp := &clusterv1.MachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
@@ -175,9 +175,9 @@ func (w *workloadCluster) scalePool(name string, replicas int32) {
 	}
 }
 
-// poolTokenID is the ID (never the secret) of the bootstrap token in a
+// PoolTokenID is the ID (never the secret) of the bootstrap token in a
 // pool's KubeadmConfig spec, where the controller records it.
-func (w *workloadCluster) poolTokenID(name string) string {
+func (w *WorkloadCluster) PoolTokenID(name string) string {
 	w.t.Helper()
 	cfg := &bootstrapv1.KubeadmConfig{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), cfg); err != nil {

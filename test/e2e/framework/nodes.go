@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package e2e
+package framework
 
 import (
 	"context"
@@ -45,34 +45,32 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
-// What real nodes give Cluster API, checked on a workload cluster's nodes.
-
 // controlPlaneStaticPods are the static pods kubeadm writes on a control plane.
 var controlPlaneStaticPods = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
-// expectRealNodes waits until every Machine's Node is Ready by its kubelet's
+// ExpectRealNodes waits until every Machine's Node is Ready by its kubelet's
 // own report, with the addresses and provider ID its kubelet set, running
 // containerd, with the mirror pods of its static pods Running and Ready,
 // and kube-proxy Running on it; then checks each kubelet's running
 // configuration for the kubeletExtraArgs value (--provider-id) and the
 // kubeadm patch the specs' files wrote.
-func (w *workloadCluster) expectRealNodes(machines []clusterv1.Machine) {
+func (w *WorkloadCluster) ExpectRealNodes(machines []clusterv1.Machine) {
 	w.t.Helper()
-	cs := w.workloadClient()
+	cs := w.WorkloadClient()
 	var problems []string
-	w.waitFor(3*time.Minute, "nodes Ready with their pods", func() bool {
-		problems = w.nodeProblems(cs, machines)
+	w.WaitFor(3*time.Minute, "nodes Ready with their pods", func() bool {
+		problems = w.NodeProblems(cs, machines)
 		return len(problems) == 0
 	}, func() string { return strings.Join(problems, "\n") })
 	for _, m := range machines {
-		w.expectKubeletConfig(cs, m)
+		w.ExpectKubeletConfig(cs, m)
 	}
-	w.logDataToReady(cs, machines)
+	w.LogDataToReady(cs, machines)
 }
 
-// logDataToReady logs, per Machine, the time from its data secret to its
+// LogDataToReady logs, per Machine, the time from its data secret to its
 // Node's Ready condition (a measurement for docs/e2e.md, not a check).
-func (w *workloadCluster) logDataToReady(cs kubernetes.Interface, machines []clusterv1.Machine) {
+func (w *WorkloadCluster) LogDataToReady(cs kubernetes.Interface, machines []clusterv1.Machine) {
 	w.t.Helper()
 	var lines []string
 	for _, m := range machines {
@@ -96,8 +94,8 @@ func (w *workloadCluster) logDataToReady(cs kubernetes.Interface, machines []clu
 	w.t.Logf("from bootstrap data to a Ready node:\n  %s", strings.Join(lines, "\n  "))
 }
 
-// nodeProblems lists what is not yet as a real node has it.
-func (w *workloadCluster) nodeProblems(cs kubernetes.Interface, machines []clusterv1.Machine) []string {
+// NodeProblems lists what is not yet as a real node has it.
+func (w *WorkloadCluster) NodeProblems(cs kubernetes.Interface, machines []clusterv1.Machine) []string {
 	ctx := context.Background()
 	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -201,9 +199,9 @@ func machineAddress(m clusterv1.Machine) string {
 	return ""
 }
 
-// expectKubeletConfig reads the running kubelet's configuration through the
+// ExpectKubeletConfig reads the running kubelet's configuration through the
 // API server's node proxy (/configz) and checks what the spec put there.
-func (w *workloadCluster) expectKubeletConfig(cs kubernetes.Interface, m clusterv1.Machine) {
+func (w *WorkloadCluster) ExpectKubeletConfig(cs kubernetes.Interface, m clusterv1.Machine) {
 	w.t.Helper()
 	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", m.Status.NodeRef.Name, "proxy", "configz").DoRaw(context.Background())
 	if err != nil {
@@ -235,15 +233,15 @@ func (w *workloadCluster) expectKubeletConfig(cs kubernetes.Interface, m cluster
 	}
 }
 
-// expectPodNetwork runs pods from the test image: a web server on one node
+// ExpectPodNetwork runs pods from the test image: a web server on one node
 // and a client on a worker, which looks up a Service name through CoreDNS
 // and fetches from the server pod's address on the other node. It then
 // uses kubectl as a user would: logs, exec and port-forward through the
 // workload API server.
-func (w *workloadCluster) expectPodNetwork(serverNode, clientNode string) {
+func (w *WorkloadCluster) ExpectPodNetwork(serverNode, clientNode string) {
 	w.t.Helper()
 	ctx := context.Background()
-	cs := w.workloadClient()
+	cs := w.WorkloadClient()
 	images, err := testbin.LoadNodeImages()
 	if err != nil {
 		w.t.Fatal(err)
@@ -272,7 +270,7 @@ func (w *workloadCluster) expectPodNetwork(serverNode, clientNode string) {
 		w.t.Fatal(err)
 	}
 	var serverIP string
-	w.waitFor(2*time.Minute, "the web pod running", func() bool {
+	w.WaitFor(2*time.Minute, "the web pod running", func() bool {
 		p, err := pods.Get(ctx, "web", metav1.GetOptions{})
 		if err == nil && podReady(p) {
 			serverIP = p.Status.PodIP
@@ -287,14 +285,14 @@ func (w *workloadCluster) expectPodNetwork(serverNode, clientNode string) {
 		w.t.Fatal(err)
 	}
 	var phase corev1.PodPhase
-	w.waitFor(2*time.Minute, "the client pod finishing", func() bool {
+	w.WaitFor(2*time.Minute, "the client pod finishing", func() bool {
 		p, err := pods.Get(ctx, "client", metav1.GetOptions{})
 		if err == nil {
 			phase = p.Status.Phase
 		}
 		return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 	})
-	logs := w.kubectl("logs", "client")
+	logs := w.Kubectl("logs", "client")
 	w.t.Logf("client pod on %s (%s):\n%s", clientNode, phase, logs)
 	if phase != corev1.PodSucceeded {
 		w.t.Errorf("the client pod on %s failed: DNS through CoreDNS or the web pod on %s (%s) not reachable", clientNode, serverNode, serverIP)
@@ -310,18 +308,18 @@ func (w *workloadCluster) expectPodNetwork(serverNode, clientNode string) {
 	if !strings.Contains(logs, "hello-from-web") {
 		w.t.Errorf("the client pod on %s did not get the web pod's page from %s", clientNode, serverIP)
 	}
-	if out := w.kubectl("exec", "web", "--", "cat", "/www/index.html"); !strings.Contains(out, "hello-from-web") {
+	if out := w.Kubectl("exec", "web", "--", "cat", "/www/index.html"); !strings.Contains(out, "hello-from-web") {
 		w.t.Errorf("kubectl exec into the web pod: %q", out)
 	}
-	w.expectPortForward("pod/web", 8080, "hello-from-web")
+	w.ExpectPortForward("pod/web", 8080, "hello-from-web")
 	for _, name := range []string{"web", "client"} {
 		_ = pods.Delete(ctx, name, metav1.DeleteOptions{})
 	}
 }
 
-// expectPortForward forwards a local port to a pod's through the workload
+// ExpectPortForward forwards a local port to a pod's through the workload
 // API server (kubectl port-forward) and reads want from it over HTTP.
-func (w *workloadCluster) expectPortForward(target string, port int, want string) {
+func (w *WorkloadCluster) ExpectPortForward(target string, port int, want string) {
 	w.t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -329,7 +327,7 @@ func (w *workloadCluster) expectPortForward(target string, port int, want string
 	}
 	local := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cmd := exec.Command(w.kubectlPath(), "--kubeconfig", w.kubeconfigFile(), "port-forward", target, fmt.Sprintf("%d:%d", local, port))
+	cmd := exec.Command(w.KubectlPath(), "--kubeconfig", w.KubeconfigFile(), "port-forward", target, fmt.Sprintf("%d:%d", local, port))
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -354,26 +352,27 @@ func (w *workloadCluster) expectPortForward(target string, port int, want string
 	}
 }
 
-// kubectl runs kubectl against the workload cluster and returns its output.
-func (w *workloadCluster) kubectl(args ...string) string {
+// Kubectl runs kubectl against the workload cluster and returns its output.
+func (w *WorkloadCluster) Kubectl(args ...string) string {
 	w.t.Helper()
-	out, err := exec.Command(w.kubectlPath(), append([]string{"--kubeconfig", w.kubeconfigFile()}, args...)...).CombinedOutput()
+	out, err := exec.Command(w.KubectlPath(), append([]string{"--kubeconfig", w.KubeconfigFile()}, args...)...).CombinedOutput()
 	if err != nil {
 		w.t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
 
-func (w *workloadCluster) kubectlPath() string {
+// KubectlPath is the kubectl the tool cache holds.
+func (w *WorkloadCluster) KubectlPath() string {
 	w.t.Helper()
 	return testbin.MustPath(w.t, testbin.Kubectl)
 }
 
-// kubeconfigFile writes the workload cluster's admin kubeconfig (Cluster
+// KubeconfigFile writes the workload cluster's admin kubeconfig (Cluster
 // API's) to the state directory, once.
-func (w *workloadCluster) kubeconfigFile() string {
+func (w *WorkloadCluster) KubeconfigFile() string {
 	w.t.Helper()
-	path := filepath.Join(stateDir, w.Namespace+".kubeconfig")
+	path := filepath.Join(w.stack.StateDir(), w.Namespace+".kubeconfig")
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
@@ -387,8 +386,8 @@ func (w *workloadCluster) kubeconfigFile() string {
 	return path
 }
 
-// workerMachine returns the name of a worker Machine of a MachineDeployment.
-func (w *workloadCluster) workerMachine(md string) clusterv1.Machine {
+// WorkerMachine returns the name of a worker Machine of a MachineDeployment.
+func (w *WorkloadCluster) WorkerMachine(md string) clusterv1.Machine {
 	w.t.Helper()
 	var machines clusterv1.MachineList
 	if err := w.c.List(context.Background(), &machines, client.InNamespace(w.Namespace),
@@ -398,50 +397,50 @@ func (w *workloadCluster) workerMachine(md string) clusterv1.Machine {
 	return machines.Items[0]
 }
 
-// expectServicesRestarted kills the kubelet and then containerd on a node's
+// ExpectServicesRestarted kills the kubelet and then containerd on a node's
 // host, as a crash would, and waits until the host's service manager
 // restarted each (Restart=always) and the node is Ready again with its
 // pods still running.
-func (w *workloadCluster) expectServicesRestarted(m clusterv1.Machine) {
+func (w *WorkloadCluster) ExpectServicesRestarted(m clusterv1.Machine) {
 	w.t.Helper()
-	cs := w.workloadClient()
+	cs := w.WorkloadClient()
 	for _, svc := range []string{"kubelet", "containerd"} {
 		// systemctl status exits non-zero for a service that is not active.
 		status := func() string {
-			return w.onHost(m.Spec.InfrastructureRef.Name, "sh", "-c", "/usr/local/sbin/systemctl status "+svc+" || true")
+			return w.OnHost(m.Spec.InfrastructureRef.Name, "sh", "-c", "/usr/local/sbin/systemctl status "+svc+" || true")
 		}
 		before := status()
-		w.onHost(m.Spec.InfrastructureRef.Name, "pkill", "-KILL", "-x", svc)
+		w.OnHost(m.Spec.InfrastructureRef.Name, "pkill", "-KILL", "-x", svc)
 		var now string
-		w.waitFor(time.Minute, svc+" restarted after a crash", func() bool {
+		w.WaitFor(time.Minute, svc+" restarted after a crash", func() bool {
 			now = status()
 			return now != before && strings.Contains(now, "Active: active")
 		}, func() string { return now })
 		w.t.Logf("%s on %s after kill -9:\n%s", svc, m.Name, now)
 	}
 	var problems []string
-	w.waitFor(2*time.Minute, "the node Ready again", func() bool {
-		problems = w.nodeProblems(cs, []clusterv1.Machine{m})
+	w.WaitFor(2*time.Minute, "the node Ready again", func() bool {
+		problems = w.NodeProblems(cs, []clusterv1.Machine{m})
 		return len(problems) == 0
 	}, func() string { return strings.Join(problems, "\n") })
 }
 
-// expectKubeletFailureVisible adds a worker whose kubelet cannot start (a
+// ExpectKubeletFailureVisible adds a worker whose kubelet cannot start (a
 // flag the kubelet does not know, through kubeletExtraArgs) and waits until
 // the kubelet's own error is on its SimulatedMachine and, through Cluster
 // API, on its Machine, which gets no node. The MachineDeployment is removed
 // afterwards.
-func (w *workloadCluster) expectKubeletFailureVisible(format bootstrapv1.Format) {
+func (w *WorkloadCluster) ExpectKubeletFailureVisible(format bootstrapv1.Format) {
 	w.t.Helper()
 	ctx := context.Background()
 	const md = "bad-kubelet"
 	tmpl := w.KubeadmConfigTemplate(md, format)
 	nr := &tmpl.Spec.Template.Spec.JoinConfiguration.NodeRegistration
 	nr.KubeletExtraArgs = append(nr.KubeletExtraArgs, upstreambootstrapv1.Arg{Name: "no-such-flag", Value: ptr.To("1")})
-	w.create(tmpl, w.SimulatedMachineTemplate(md, 0), w.MachineDeployment(md, md, md, 1))
+	w.Create(tmpl, w.SimulatedMachineTemplate(md, 0), w.MachineDeployment(md, md, md, 1))
 	const want = "unknown flag: --no-such-flag"
 	var seen string
-	w.waitFor(3*time.Minute, "the kubelet's error on the machine", func() bool {
+	w.WaitFor(3*time.Minute, "the kubelet's error on the machine", func() bool {
 		var machines clusterv1.MachineList
 		if err := w.c.List(ctx, &machines, client.InNamespace(w.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md}); err != nil || len(machines.Items) != 1 {
 			return false
@@ -460,7 +459,7 @@ func (w *workloadCluster) expectKubeletFailureVisible(format bootstrapv1.Format)
 	if err := w.c.Delete(ctx, &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: md}}); err != nil {
 		w.t.Fatal(err)
 	}
-	w.waitFor(3*time.Minute, "the bad worker gone", func() bool {
+	w.WaitFor(3*time.Minute, "the bad worker gone", func() bool {
 		var machines clusterv1.MachineList
 		err := w.c.List(ctx, &machines, client.InNamespace(w.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md})
 		return err == nil && len(machines.Items) == 0

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package e2e
+package framework
 
 import (
 	"context"
@@ -39,46 +39,64 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
-// workloadCluster is one workload cluster of a test, in its own namespace.
-type workloadCluster struct {
+// WorkloadCluster is one workload cluster of a test, in its own namespace,
+// with the checks a test makes of it. Its methods fail the test on error.
+type WorkloadCluster struct {
 	stack.Cluster
-	t *testing.T
-	c client.Client
+	t     testing.TB
+	stack *stack.Stack
+	c     client.Client
 	// mgmt is the management cluster its objects are in (c is its client).
 	mgmt *stack.Management
 }
 
-func newWorkloadCluster(t *testing.T, name string) *workloadCluster {
-	t.Helper()
-	return newWorkloadClusterOf(t, name, func(w *workloadCluster) []client.Object { return w.Base() })
+// ClusterInput says how NewCluster makes a workload cluster.
+type ClusterInput struct {
+	// Stack is the e2e stack the test package shares (Run starts it).
+	Stack *stack.Stack
+	// Management is the management cluster the cluster is made in; the
+	// stack's own when nil.
+	Management *stack.Management
+	// Name names the cluster and its namespace.
+	Name string
+	// Objects are the objects made first; WorkloadCluster.Base (namespace,
+	// infrastructure, Cluster) when nil.
+	Objects func(*WorkloadCluster) []client.Object
 }
 
-// newWorkloadClusterOf creates a workload cluster from the objects base
-// returns (namespace, infrastructure, Cluster, ...).
-func newWorkloadClusterOf(t *testing.T, name string, base func(*workloadCluster) []client.Object) *workloadCluster {
+// NewCluster makes a workload cluster from its first objects; it is
+// deleted, with everything in its namespace, when the test ends.
+func NewCluster(t testing.TB, in ClusterInput) *WorkloadCluster {
 	t.Helper()
-	return newWorkloadClusterIn(t, st.Management, name, base)
-}
-
-// newWorkloadClusterIn creates a workload cluster in a management cluster.
-func newWorkloadClusterIn(t *testing.T, m *stack.Management, name string, base func(*workloadCluster) []client.Object) *workloadCluster {
-	t.Helper()
-	w := &workloadCluster{Cluster: stack.Cluster{Namespace: name, Name: name}, t: t}
-	w.moveTo(m)
-	w.create(base(w)...)
-	t.Cleanup(w.delete)
+	if in.Management == nil {
+		in.Management = in.Stack.Management
+	}
+	if in.Objects == nil {
+		in.Objects = func(w *WorkloadCluster) []client.Object { return w.Base() }
+	}
+	w := &WorkloadCluster{Cluster: stack.Cluster{Namespace: in.Name, Name: in.Name}, t: t, stack: in.Stack}
+	w.MoveTo(in.Management)
+	w.Create(in.Objects(w)...)
+	t.Cleanup(w.Delete)
 	t.Cleanup(func() {
 		// E2E_PAUSE_ON_FAILURE=10m keeps a failed test's cluster for that
 		// long, to look at it (the logs say where its kubeconfig is).
 		if d, err := time.ParseDuration(os.Getenv("E2E_PAUSE_ON_FAILURE")); err == nil && t.Failed() {
-			t.Logf("paused for %s: management kubeconfig %s, workload kubeconfig %s", d, w.mgmt.Kubeconfig, w.kubeconfigFile())
+			t.Logf("paused for %s: management kubeconfig %s, workload kubeconfig %s", d, w.mgmt.Kubeconfig, w.KubeconfigFile())
 			time.Sleep(d)
 		}
 	})
 	return w
 }
 
-func (w *workloadCluster) create(objects ...client.Object) {
+// Client is the client of the management cluster the cluster's objects are in.
+func (w *WorkloadCluster) Client() client.Client { return w.c }
+
+// Management is the management cluster the cluster's objects are in.
+func (w *WorkloadCluster) Management() *stack.Management { return w.mgmt }
+
+// Create makes objects in the management cluster.
+func (w *WorkloadCluster) Create(objects ...client.Object) {
 	w.t.Helper()
 	for _, o := range objects {
 		if err := w.c.Create(context.Background(), o); err != nil {
@@ -87,17 +105,17 @@ func (w *workloadCluster) create(objects ...client.Object) {
 	}
 }
 
-// controlPlaneMachine adds a control-plane Machine of the given format.
-func (w *workloadCluster) controlPlaneMachine(name string, format bootstrapv1.Format, mutate ...func(*bootstrapv1.KubeadmConfigSpec)) {
+// AddControlPlaneMachine adds a control-plane Machine of the given format.
+func (w *WorkloadCluster) AddControlPlaneMachine(name string, format bootstrapv1.Format, mutate ...func(*bootstrapv1.KubeadmConfigSpec)) {
 	w.t.Helper()
-	w.create(w.ControlPlaneMachine(name, format, mutate...)...)
+	w.Create(w.ControlPlaneMachine(name, format, mutate...)...)
 }
 
-// onHost runs a command on a Machine's host (the SimulatedMachine of that
+// OnHost runs a command on a Machine's host (the SimulatedMachine of that
 // name) and returns its output.
-func (w *workloadCluster) onHost(machine string, args ...string) string {
+func (w *WorkloadCluster) OnHost(machine string, args ...string) string {
 	w.t.Helper()
-	h := st.Lab.Host(w.Namespace + "/" + machine)
+	h := w.stack.Lab.Host(w.Namespace + "/" + machine)
 	if h == nil {
 		w.t.Fatalf("no host for machine %s", machine)
 	}
@@ -108,14 +126,14 @@ func (w *workloadCluster) onHost(machine string, args ...string) string {
 	return string(out)
 }
 
-// machineDeployment adds a MachineDeployment of workers of the given format.
-func (w *workloadCluster) machineDeployment(name string, format bootstrapv1.Format, replicas int32, bootDelay time.Duration) {
+// AddMachineDeployment adds a MachineDeployment of workers of the given format.
+func (w *WorkloadCluster) AddMachineDeployment(name string, format bootstrapv1.Format, replicas int32, bootDelay time.Duration) {
 	w.t.Helper()
-	w.create(w.Workers(name, format, replicas, bootDelay)...)
+	w.Create(w.Workers(name, format, replicas, bootDelay)...)
 }
 
-// scale sets a MachineDeployment's replicas.
-func (w *workloadCluster) scale(name string, replicas int32) {
+// Scale sets a MachineDeployment's replicas.
+func (w *WorkloadCluster) Scale(name string, replicas int32) {
 	w.t.Helper()
 	md := &clusterv1.MachineDeployment{}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: name}, md); err != nil {
@@ -128,14 +146,14 @@ func (w *workloadCluster) scale(name string, replicas int32) {
 	}
 }
 
-// waitForMachines waits until exactly want Machines are Running with a node
+// WaitForMachines waits until exactly want Machines are Running with a node
 // and their hosts finished running the bootstrap data (kubeadm succeeded and
 // the success sentinel is there), logging the table when it changes.
-func (w *workloadCluster) waitForMachines(want int, timeout time.Duration) []clusterv1.Machine {
+func (w *WorkloadCluster) WaitForMachines(want int, timeout time.Duration) []clusterv1.Machine {
 	w.t.Helper()
 	last := ""
-	w.waitFor(timeout, fmt.Sprintf("%d machines done", want), func() bool {
-		rows := w.logTable(&last)
+	w.WaitFor(timeout, fmt.Sprintf("%d machines done", want), func() bool {
+		rows := w.LogTable(&last)
 		return stack.CountDone(rows) == want && len(rows) == want
 	})
 	var machines clusterv1.MachineList
@@ -145,8 +163,8 @@ func (w *workloadCluster) waitForMachines(want int, timeout time.Duration) []clu
 	return machines.Items
 }
 
-// logTable logs the Machines' table when it differs from *last.
-func (w *workloadCluster) logTable(last *string) []stack.MachineRow {
+// LogTable logs the Machines' table when it differs from *last.
+func (w *WorkloadCluster) LogTable(last *string) []stack.MachineRow {
 	w.t.Helper()
 	rows, err := stack.MachineTable(context.Background(), w.c, w.Namespace)
 	if err != nil {
@@ -161,18 +179,19 @@ func (w *workloadCluster) logTable(last *string) []stack.MachineRow {
 	return rows
 }
 
-// workloadClient reads the cluster's admin kubeconfig (written by Cluster
+// WorkloadClient reads the cluster's admin kubeconfig (written by Cluster
 // API's cluster controller) and connects to the workload API server.
-func (w *workloadCluster) workloadClient() kubernetes.Interface {
+func (w *WorkloadCluster) WorkloadClient() kubernetes.Interface {
 	w.t.Helper()
-	cs, err := kubernetes.NewForConfig(w.restConfig())
+	cs, err := kubernetes.NewForConfig(w.RestConfig())
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return cs
 }
 
-func (w *workloadCluster) restConfig() *rest.Config {
+// RestConfig reaches the workload cluster as its admin.
+func (w *WorkloadCluster) RestConfig() *rest.Config {
 	w.t.Helper()
 	secret := &corev1.Secret{}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: w.Name + "-kubeconfig"}, secret); err != nil {
@@ -185,17 +204,17 @@ func (w *workloadCluster) restConfig() *rest.Config {
 	return cfg
 }
 
-// expectNodes checks the workload cluster has exactly the machines' Nodes
+// ExpectNodes checks the workload cluster has exactly the machines' Nodes
 // besides those of MachinePool instances, matched by provider ID, each a
-// real node (expectRealNodes), and returns them.
-func (w *workloadCluster) expectNodes(machines []clusterv1.Machine) []corev1.Node {
+// real node (ExpectRealNodes), and returns them.
+func (w *WorkloadCluster) ExpectNodes(machines []clusterv1.Machine) []corev1.Node {
 	w.t.Helper()
-	w.expectRealNodes(machines)
-	list, err := w.workloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	w.ExpectRealNodes(machines)
+	list, err := w.WorkloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		w.t.Fatalf("listing workload nodes: %v", err)
 	}
-	pools := w.poolProviderIDs()
+	pools := w.PoolProviderIDs()
 	var nodes []corev1.Node
 	byProviderID := map[string]string{}
 	for _, n := range list.Items {
@@ -215,11 +234,11 @@ func (w *workloadCluster) expectNodes(machines []clusterv1.Machine) []corev1.Nod
 	return nodes
 }
 
-// managedTokens returns the bootstrap tokens this provider created and still
+// ManagedTokens returns the bootstrap tokens this provider created and still
 // keeps in the workload cluster.
-func (w *workloadCluster) managedTokens() []string {
+func (w *WorkloadCluster) ManagedTokens() []string {
 	w.t.Helper()
-	secrets, err := w.workloadClient().CoreV1().Secrets(metav1.NamespaceSystem).List(context.Background(), metav1.ListOptions{
+	secrets, err := w.WorkloadClient().CoreV1().Secrets(metav1.NamespaceSystem).List(context.Background(), metav1.ListOptions{
 		LabelSelector: bootstrapv1.BootstrapTokenConfigUIDLabel})
 	if err != nil {
 		w.t.Fatalf("listing workload bootstrap tokens: %v", err)
@@ -231,9 +250,9 @@ func (w *workloadCluster) managedTokens() []string {
 	return names
 }
 
-// dataSecrets returns the bootstrap data secrets of the namespace, and the
+// DataSecrets returns the bootstrap data secrets of the namespace, and the
 // secrets owned by a KubeadmConfig that is gone.
-func (w *workloadCluster) dataSecrets() (all, orphaned []string) {
+func (w *WorkloadCluster) DataSecrets() (all, orphaned []string) {
 	w.t.Helper()
 	var secrets corev1.SecretList
 	if err := w.c.List(context.Background(), &secrets, client.InNamespace(w.Namespace)); err != nil {
@@ -256,9 +275,9 @@ func (w *workloadCluster) dataSecrets() (all, orphaned []string) {
 	return all, orphaned
 }
 
-// delete deletes the Cluster and waits until Cluster API removed every
+// Delete deletes the Cluster and waits until Cluster API removed every
 // Machine and host.
-func (w *workloadCluster) delete() {
+func (w *WorkloadCluster) Delete() {
 	ctx := context.Background()
 	_ = w.c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name}})
 	deadline := time.Now().Add(3 * time.Minute)
@@ -272,10 +291,10 @@ func (w *workloadCluster) delete() {
 	_ = w.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}})
 }
 
-// dumpLogs prints where the logs are and the tail of each host's log.
-func (w *workloadCluster) dumpLogs() {
+// DumpLogs prints where the logs are and the tail of each host's log.
+func (w *WorkloadCluster) DumpLogs() {
 	w.t.Helper()
-	w.t.Logf("logs: %s (the provider's manager and cluster-api.log), %s/hosts/%s/*", w.mgmt.Dir(), stateDir, w.Namespace)
+	w.t.Logf("logs: %s (the provider's manager and cluster-api.log), %s/hosts/%s/*", w.mgmt.Dir(), w.stack.StateDir(), w.Namespace)
 	for _, f := range []string{w.mgmt.ManagerLog()} {
 		if b, err := os.ReadFile(f); err == nil {
 			w.t.Logf("tail of %s:\n%s", f, tail(b, 40))
@@ -291,8 +310,8 @@ func tail(b []byte, lines int) string {
 	return strings.Join(s, "\n")
 }
 
-// expectConsumers checks which program ran each machine's data, by format.
-func (w *workloadCluster) expectConsumers(want map[bootstrapv1.Format]string) {
+// ExpectConsumers checks which program ran each machine's data, by format.
+func (w *WorkloadCluster) ExpectConsumers(want map[bootstrapv1.Format]string) {
 	w.t.Helper()
 	rows, err := stack.MachineTable(context.Background(), w.c, w.Namespace)
 	if err != nil {
@@ -305,15 +324,15 @@ func (w *workloadCluster) expectConsumers(want map[bootstrapv1.Format]string) {
 	}
 }
 
-// expectNothingLeftBehind waits until the namespace holds exactly one data
+// ExpectNothingLeftBehind waits until the namespace holds exactly one data
 // secret per machine, none orphaned, and the workload cluster no bootstrap
 // token of this provider (used tokens are deleted once machines joined).
-func (w *workloadCluster) expectNothingLeftBehind(machines int) {
+func (w *WorkloadCluster) ExpectNothingLeftBehind(machines int) {
 	w.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		all, orphaned := w.dataSecrets()
-		tokens := w.managedTokens()
+		all, orphaned := w.DataSecrets()
+		tokens := w.ManagedTokens()
 		if len(all) == machines && len(orphaned) == 0 && len(tokens) == 0 {
 			return
 		}
@@ -325,14 +344,14 @@ func (w *workloadCluster) expectNothingLeftBehind(machines int) {
 	}
 }
 
-// waitFor polls cond every 2s until it holds; details, if given, say what
+// WaitFor polls cond every 2s until it holds; details, if given, say what
 // was still missing when it gives up.
-func (w *workloadCluster) waitFor(timeout time.Duration, what string, cond func() bool, details ...func() string) {
+func (w *WorkloadCluster) WaitFor(timeout time.Duration, what string, cond func() bool, details ...func() string) {
 	w.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			w.dumpLogs()
+			w.DumpLogs()
 			var missing []string
 			for _, d := range details {
 				missing = append(missing, d())
@@ -347,8 +366,8 @@ func objectKey(namespace, name string) client.ObjectKey {
 	return client.ObjectKey{Namespace: namespace, Name: name}
 }
 
-// workerData returns each worker Machine's bootstrap data (format and value).
-func (w *workloadCluster) workerData() map[string]string {
+// WorkerData returns each worker Machine's bootstrap data (format and value).
+func (w *WorkloadCluster) WorkerData() map[string]string {
 	w.t.Helper()
 	ctx := context.Background()
 	var machines clusterv1.MachineList
@@ -368,9 +387,9 @@ func (w *workloadCluster) workerData() map[string]string {
 	return out
 }
 
-// expectGzipped checks that the data a machine ran (its spec had
+// ExpectGzipped checks that the data a machine ran (its spec had
 // gzipUserData) is compressed the way its consumer reads it.
-func (w *workloadCluster) expectGzipped(machine string, compressed func([]byte) bool) {
+func (w *WorkloadCluster) ExpectGzipped(machine string, compressed func([]byte) bool) {
 	w.t.Helper()
 	s := &corev1.Secret{}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: machine}, s); err != nil {
@@ -381,12 +400,12 @@ func (w *workloadCluster) expectGzipped(machine string, compressed func([]byte) 
 	}
 }
 
-// expectEachAPIServerWithItsEtcd checks there are want control-plane Nodes and
+// ExpectEachAPIServerWithItsEtcd checks there are want control-plane Nodes and
 // that the API server on each answers with a healthy etcd (its own member):
 // kube-apiserver talks to the etcd on 127.0.0.1 of its host.
-func (w *workloadCluster) expectEachAPIServerWithItsEtcd(want int) {
+func (w *WorkloadCluster) ExpectEachAPIServerWithItsEtcd(want int) {
 	w.t.Helper()
-	cs := w.workloadClient()
+	cs := w.WorkloadClient()
 	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
 	if err != nil {
 		w.t.Fatal(err)
@@ -401,7 +420,7 @@ func (w *workloadCluster) expectEachAPIServerWithItsEtcd(want int) {
 			if a.Type != corev1.NodeInternalIP {
 				continue
 			}
-			cfg := rest.CopyConfig(w.restConfig())
+			cfg := rest.CopyConfig(w.RestConfig())
 			cfg.Host = "https://" + a.Address + ":6443"
 			c, err := kubernetes.NewForConfig(cfg)
 			if err != nil {

@@ -1,0 +1,258 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package framework
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+)
+
+// ClassPool returns the name of the MachinePool the topology made for a
+// MachinePool topology.
+func (w *WorkloadCluster) ClassPool(topologyName string) string {
+	w.t.Helper()
+	var pools clusterv1.MachinePoolList
+	if err := w.c.List(context.Background(), &pools, client.InNamespace(w.Namespace),
+		client.MatchingLabels{clusterv1.ClusterTopologyMachinePoolNameLabel: topologyName}); err != nil || len(pools.Items) != 1 {
+		w.t.Fatalf("MachinePool of topology %s: %d found, %v", topologyName, len(pools.Items), err)
+	}
+	return pools.Items[0].Name
+}
+
+// PoolDataFormat is the format the MachinePool's data secret was rendered in.
+func (w *WorkloadCluster) PoolDataFormat(pool string) bootstrapv1.Format {
+	w.t.Helper()
+	mp := &clusterv1.MachinePool{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
+		w.t.Fatal(err)
+	}
+	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
+		return ""
+	}
+	s := &corev1.Secret{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, *mp.Spec.Template.Spec.Bootstrap.DataSecretName), s); err != nil {
+		return ""
+	}
+	return bootstrapv1.Format(s.Data["format"])
+}
+
+// ClassClusterInput says how NewClassCluster makes a cluster.
+type ClassClusterInput struct {
+	Stack *stack.Stack
+	Name  string
+	// ControlPlaneReplicas and ControlPlaneFormat are the topology's
+	// control plane; Workers its MachineDeployments.
+	ControlPlaneReplicas int32
+	ControlPlaneFormat   bootstrapv1.Format
+	Workers              []stack.ClassWorkers
+}
+
+// NewClassCluster creates the ClusterClass (stack.ClusterClassObjects), waits
+// until Cluster API reconciled it (its variables are known), then creates a
+// Cluster of it.
+func NewClassCluster(t testing.TB, in ClassClusterInput) *WorkloadCluster {
+	t.Helper()
+	w := NewCluster(t, ClusterInput{Stack: in.Stack, Name: in.Name, Objects: func(w *WorkloadCluster) []client.Object {
+		return append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}}, w.ClusterClassObjects()...)
+	}})
+	if err := stack.WaitForClusterClass(context.Background(), w.c, w.Namespace, w.Name); err != nil {
+		t.Fatalf("ClusterClass %s not reconciled: %v", w.Name, err)
+	}
+	w.Create(w.ClassCluster(in.ControlPlaneReplicas, in.ControlPlaneFormat, in.Workers...))
+	return w
+}
+
+// RenderedMachine is a Machine and the format its data secret says it was
+// rendered in.
+type RenderedMachine struct {
+	clusterv1.Machine
+	format bootstrapv1.Format
+}
+
+// RenderedMachines returns the namespace's Machines whose data secret exists,
+// with its format, and how many Machines there are in all.
+func (w *WorkloadCluster) RenderedMachines() (rendered []RenderedMachine, all int) {
+	w.t.Helper()
+	ctx := context.Background()
+	var machines clusterv1.MachineList
+	if err := w.c.List(ctx, &machines, client.InNamespace(w.Namespace)); err != nil {
+		w.t.Fatal(err)
+	}
+	for _, m := range machines.Items {
+		if m.Spec.Bootstrap.DataSecretName == nil {
+			continue
+		}
+		s := &corev1.Secret{}
+		if err := w.c.Get(ctx, objectKey(w.Namespace, *m.Spec.Bootstrap.DataSecretName), s); err != nil {
+			continue
+		}
+		rendered = append(rendered, RenderedMachine{Machine: m, format: bootstrapv1.Format(s.Data["format"])})
+	}
+	return rendered, len(machines.Items)
+}
+
+// byMachineDeployment groups rendered machines' formats by the topology's
+// MachineDeployment name ("" for the control plane).
+func byMachineDeployment(rendered []RenderedMachine) map[string][]bootstrapv1.Format {
+	out := map[string][]bootstrapv1.Format{}
+	for _, m := range rendered {
+		md := m.Labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel]
+		out[md] = append(out[md], m.format)
+	}
+	return out
+}
+
+// ClassFormats returns the formats each machine's data secret says it
+// rendered, by the topology's MachineDeployment name ("" for the control
+// plane).
+func (w *WorkloadCluster) ClassFormats() map[string][]bootstrapv1.Format {
+	w.t.Helper()
+	rendered, _ := w.RenderedMachines()
+	return byMachineDeployment(rendered)
+}
+
+// ExpectClassFormats checks, for each machine, the format its data was
+// rendered in against want (by MachineDeployment, "" for the control plane)
+// and what the class's format-specific patch left on its host: the
+// FormatPatchFile its format's own means wrote, and no such file on raw
+// machines (the raw format has no means, and the patch is not applied).
+func (w *WorkloadCluster) ExpectClassFormats(want map[string]bootstrapv1.Format) {
+	w.t.Helper()
+	rendered, all := w.RenderedMachines()
+	if len(rendered) != all {
+		w.t.Fatalf("%d of %d machines have their data secret", len(rendered), all)
+	}
+	for _, m := range rendered {
+		md := m.Labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel]
+		if m.format != want[md] {
+			w.t.Errorf("machine %s (%q): rendered %s, want %s", m.Name, md, m.format, want[md])
+		}
+		written := strings.TrimSpace(w.OnHost(m.Name, "sh", "-c", "cat "+stack.FormatPatchFile+" 2>/dev/null || echo none"))
+		wantWritten := "none"
+		if m.format == bootstrapv1.Ignition || (m.format == bootstrapv1.CloudConfig && md != "") {
+			wantWritten = string(m.format)
+		}
+		if written != wantWritten {
+			w.t.Errorf("machine %s (%s): %s holds %q, want %q", m.Name, m.format, stack.FormatPatchFile, written, wantWritten)
+		}
+	}
+	w.t.Logf("formats by MachineDeployment (\"\": control plane): %v", byMachineDeployment(rendered))
+}
+
+// ChangeTopology updates the Cluster's topology.
+func (w *WorkloadCluster) ChangeTopology(change func(*clusterv1.Topology)) {
+	w.t.Helper()
+	cluster := &clusterv1.Cluster{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, w.Name), cluster); err != nil {
+		w.t.Fatal(err)
+	}
+	patch := client.MergeFrom(cluster.DeepCopy())
+	change(&cluster.Spec.Topology)
+	if err := w.c.Patch(context.Background(), cluster, patch); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// SetVariable sets a variable of a topology's list to a format.
+func SetVariable(variables *[]clusterv1.ClusterVariable, name string, format bootstrapv1.Format) {
+	for i := range *variables {
+		if (*variables)[i].Name == name {
+			(*variables)[i].Value = *stack.JSONValue(format)
+			return
+		}
+	}
+	*variables = append(*variables, clusterv1.ClusterVariable{Name: name, Value: *stack.JSONValue(format)})
+}
+
+// Availability polls the workload cluster through its control-plane
+// endpoint (a read that reaches etcd) every second, recording failures.
+type Availability struct {
+	done     chan struct{}
+	finished chan struct{}
+	requests int
+	failures []time.Time
+	lastErr  error
+}
+
+// WatchAvailability starts polling the cluster through its control-plane
+// endpoint until Stop.
+func (w *WorkloadCluster) WatchAvailability() *Availability {
+	w.t.Helper()
+	cfg := rest.CopyConfig(w.RestConfig())
+	cfg.Timeout = 5 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	a := &Availability{done: make(chan struct{}), finished: make(chan struct{})}
+	go func() {
+		defer close(a.finished)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-a.done:
+				return
+			case <-tick.C:
+			}
+			a.requests++
+			// An empty resourceVersion asks for a quorum read: etcd answers.
+			if _, err := cs.CoreV1().Namespaces().Get(context.Background(), metav1.NamespaceDefault, metav1.GetOptions{}); err != nil {
+				a.failures = append(a.failures, time.Now())
+				a.lastErr = err
+			}
+		}
+	}()
+	return a
+}
+
+// Stop ends the polling and fails the test if the cluster did not answer for
+// longer than maxOutage at a stretch (failed requests less than 2s apart
+// count as one outage).
+func (a *Availability) Stop(t testing.TB, maxOutage time.Duration) {
+	t.Helper()
+	close(a.done)
+	<-a.finished
+	var longest time.Duration
+	for i := 0; i < len(a.failures); {
+		j := i
+		for j+1 < len(a.failures) && a.failures[j+1].Sub(a.failures[j]) < 2*time.Second {
+			j++
+		}
+		// A failure stands for the second before it too.
+		longest = max(longest, a.failures[j].Sub(a.failures[i])+time.Second)
+		i = j + 1
+	}
+	t.Logf("availability: %d of %d requests through the control-plane endpoint failed; longest outage %s (last error: %v)",
+		len(a.failures), a.requests, longest, a.lastErr)
+	if longest > maxOutage {
+		t.Errorf("the workload cluster did not answer for %s at a stretch (allowed %s)", longest, maxOutage)
+	}
+}
