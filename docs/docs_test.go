@@ -31,6 +31,9 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 )
 
@@ -266,4 +269,41 @@ func TestShellSnippetsRun(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRBACTable: the reference's RBAC table lists the generated ClusterRole's
+// rules, in order, with their API groups, resources and verbs.
+func TestRBACTable(t *testing.T) {
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal([]byte(read(t, "bootstrap/kubeadm/config/rbac/role.yaml")), &role); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, r := range role.Rules {
+		want = append(want, rbacRow(r.APIGroups, r.Resources, r.Verbs))
+	}
+	_, section, _ := strings.Cut(read(t, "docs/reference/controller.md"), "## RBAC\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var got []string
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		var groups, resources []string
+		for _, m := range layoutPath.FindAllStringSubmatch(cells[1], -1) {
+			groups = append(groups, strings.Trim(m[1], `"`))
+		}
+		for _, m := range layoutPath.FindAllStringSubmatch(cells[2], -1) {
+			resources = append(resources, m[1])
+		}
+		got = append(got, rbacRow(groups, resources, strings.Split(strings.TrimSpace(cells[3]), ", ")))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("docs/reference/controller.md's RBAC table:\n  %s\nrole.yaml:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+func rbacRow(groups, resources, verbs []string) string {
+	return fmt.Sprintf("%q %v %v", groups, resources, verbs)
 }
