@@ -255,10 +255,13 @@ func (r *MachineReconciler) setHostStatus(ctx context.Context, sm *infrav1.Simul
 		sm.Status.Consumer = st.Consumer
 	}
 	// Ready, which Cluster API mirrors into the Machine's
-	// InfrastructureReady condition: the host ran its bootstrap data.
+	// InfrastructureReady condition: the host ran its bootstrap data. A true
+	// condition carries no message, as Cluster API's contract asks (the
+	// Machine's Ready summary would show it); the host's last words stay in
+	// status.hostMessage.
 	ready := metav1.Condition{Type: clusterv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: string(st.Phase), Message: st.Message}
 	if st.Phase == infrav1.HostBootstrapped {
-		ready.Status = metav1.ConditionTrue
+		ready.Status, ready.Message = metav1.ConditionTrue, ""
 	}
 	ready.ObservedGeneration = sm.Generation
 	meta.SetStatusCondition(&sm.Status.Conditions, ready)
