@@ -32,6 +32,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
@@ -126,17 +128,35 @@ func (m *Management) start(ctx context.Context, managerArgs []string) error {
 }
 
 // labelForClusterctl labels every CRD as `clusterctl init` labels a
-// provider's: `clusterctl move` moves the kinds of the CRDs so labelled.
+// provider's: `clusterctl move` moves the kinds of the CRDs so labelled, and
+// Cluster API's e2e framework dumps the kinds of each provider's label.
 func (m *Management) labelForClusterctl(ctx context.Context) error {
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := m.Client.List(ctx, crds); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(crds.Items))
 	for _, crd := range crds.Items {
-		names = append(names, crd.Name)
+		labels := map[string]string{"clusterctl.cluster.x-k8s.io": ""}
+		if p, ok := providerLabels[crd.Spec.Group]; ok {
+			labels[clusterv1.ProviderNameLabel] = p
+		}
+		if err := testenv.LabelCRDs(m.Config, []string{crd.Name}, labels); err != nil {
+			return err
+		}
 	}
-	return testenv.LabelCRDs(m.Config, names, map[string]string{"clusterctl.cluster.x-k8s.io": ""})
+	return nil
+}
+
+// providerLabels name the provider of each API group, as clusterctl's
+// manifest labels do (cluster.x-k8s.io/provider).
+var providerLabels = map[string]string{
+	"cluster.x-k8s.io":              "cluster-api",
+	"addons.cluster.x-k8s.io":       "cluster-api",
+	"ipam.cluster.x-k8s.io":         "cluster-api",
+	"runtime.cluster.x-k8s.io":      "cluster-api",
+	"bootstrap.cluster.x-k8s.io":    "bootstrap-kubeadm",
+	"controlplane.cluster.x-k8s.io": "control-plane-kubeadm",
+	infrav1.GroupVersion.Group:      "infrastructure-simulated",
 }
 
 // startManager runs p's manager against the management cluster, its webhook
