@@ -453,14 +453,17 @@ func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.Ob
 }
 
 // ensureControllerRef gives an existing data secret this config as its
-// controller when it has none (a restore, as upstream does) or names it by
-// an older UID (clusterctl move or a restore gave the config a new one):
-// garbage collection would otherwise delete the secret as an orphan.
+// controller when it has none (a restore, as upstream does), names it by an
+// older UID (clusterctl move or a restore gave the config a new one: garbage
+// collection would otherwise delete the secret as an orphan) or by an older
+// API version.
 func (r *Reconciler) ensureControllerRef(ctx context.Context, s *scope, sec *corev1.Secret) outcome {
 	ref := *metav1.NewControllerRef(s.cfg, bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))
-	if c := metav1.GetControllerOf(sec); c != nil && c.UID == s.cfg.UID && c.Kind == ref.Kind && groupOf(c.APIVersion) == bootstrapv1.GroupVersion.Group {
+	if c := metav1.GetControllerOf(sec); c != nil && c.UID == s.cfg.UID && c.Kind == ref.Kind && c.APIVersion == ref.APIVersion {
 		// Controlled by this very config (as upstream's provider writes it,
-		// too): nothing to repair.
+		// too): nothing to repair. A reference by an older API version is
+		// rewritten, as upstream's provider does: garbage collection and
+		// clusterctl's object graph read it by the served version.
 		return outcome{}
 	}
 	if why := cannotTake(sec, s.cfg); why != "" {

@@ -89,6 +89,42 @@ func TestRestoredWithNewUIDs(t *testing.T) {
 	}
 }
 
+// TestDataSecretOwnerFollowsTheAPIVersion: an owner reference that names
+// the KubeadmConfig by an older API version (as Cluster API's e2e framework
+// writes them, to see them updated) is rewritten to the served version, as
+// upstream's provider does.
+func TestDataSecretOwnerFollowsTheAPIVersion(t *testing.T) {
+	startManager(t)
+	f := newRunningCluster(t)
+	machine, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
+	sec := f.waitForData(cfg)
+
+	before := sec.DeepCopy()
+	for i := range sec.OwnerReferences {
+		sec.OwnerReferences[i].APIVersion = "bootstrap.cluster.x-k8s.io/v1alpha1"
+	}
+	if err := mgmt.Client.Patch(f.ctx, sec, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	// The framework rewrites every object's references, the config's to its
+	// Machine too: that is the event the controller sees.
+	f.get(cfg)
+	beforeCfg := cfg.DeepCopy()
+	for i := range cfg.OwnerReferences {
+		if cfg.OwnerReferences[i].UID == machine.UID {
+			cfg.OwnerReferences[i].APIVersion = "cluster.x-k8s.io/v1beta1"
+		}
+	}
+	if err := mgmt.Client.Patch(f.ctx, cfg, client.MergeFrom(beforeCfg)); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the data secret's controller reference at "+bootstrapv1.GroupVersion.String(), 20*time.Second, func() bool {
+		f.get(sec)
+		c := metav1.GetControllerOf(sec)
+		return c != nil && c.UID == cfg.UID && c.APIVersion == bootstrapv1.GroupVersion.String() && len(sec.OwnerReferences) == 1
+	})
+}
+
 // TestTokenOfAMachineGoingAway: a Machine being deleted before it joined
 // will never use its token: it is deleted, not kept alive.
 func TestTokenOfAMachineGoingAway(t *testing.T) {
