@@ -41,11 +41,15 @@ $(GOLANGCI_LINT):
 ##@ Generate
 
 .PHONY: generate
-generate: generate-go generate-manifests generate-docs ## Regenerate deepcopy, CRDs, RBAC, webhook manifests and docs/reference/fields.md.
+generate: generate-go generate-manifests generate-docs generate-e2e-flavors ## Regenerate deepcopy, CRDs, RBAC, webhook manifests, docs/reference/fields.md and the e2e templates.
 
 .PHONY: generate-docs
 generate-docs:
 	go run ./hack/formatsdoc docs/reference/fields.md
+
+.PHONY: generate-e2e-flavors
+generate-e2e-flavors:
+	go run ./hack/e2eflavors test/e2e/capi/data/infrastructure-simulated
 
 .PHONY: generate-go
 generate-go: $(CONTROLLER_GEN)
@@ -150,17 +154,24 @@ CONTROLLER_PKG := ./bootstrap/kubeadm/internal/controllers/kubeadmconfig
 
 E2E_PKG := ./test/e2e
 
+CAPI_E2E_PKG := ./test/e2e/capi
+# GINKGO_LABEL_FILTER picks Cluster API's specs by spec and format, e.g.
+# 'QuickStart && raw' or 'ignition'; empty runs them all.
+GINKGO_LABEL_FILTER ?=
+
 .PHONY: test
 # The fuzz targets' seeds and saved inputs (testdata/fuzz) run with the unit
 # tests; fuzzing itself (make fuzz: instrumented builds of every package, ~6
 # minutes cold) is outside make test's 70-minute budget.
-test: tools verify lint ## Build tools, check generated files, headers, formatting and lint, vet, run every test (fuzz seeds included) and the e2e suite.
+test: tools verify lint ## Build tools, check generated files, headers, formatting and lint, vet, run every test (fuzz seeds included), the e2e suite and Cluster API's smoke specs.
 	$(call phase,vet)
 	go vet ./...
 	$(call phase,unit and envtest tests)
 	go test -count=1 $$(go list ./... | grep -v '/test/e2e$$')
 	$(call phase,e2e)
 	$(MAKE) test-e2e
+	$(call phase,Cluster API e2e specs (smoke))
+	$(MAKE) test-e2e-capi GINKGO_LABEL_FILTER=smoke
 	$(call phase,request count)
 	$(MAKE) bench-requests
 	$(call phase,done)
@@ -169,6 +180,11 @@ test: tools verify lint ## Build tools, check generated files, headers, formatti
 test-e2e: ## Run the e2e suite: Cluster API's controllers, simulated hosts, real cloud-init/Ignition/kubeadm (needs root).
 	hack/tools.sh e2e
 	go test -count=1 -timeout=40m -v $(E2E_PKG)
+
+.PHONY: test-e2e-capi
+test-e2e-capi: ## Run Cluster API's own e2e specs in every format (needs root); GINKGO_LABEL_FILTER picks some.
+	hack/tools.sh e2e
+	go test -tags e2e -count=1 -timeout=150m -v $(CAPI_E2E_PKG) -ginkgo.v -ginkgo.label-filter='$(GINKGO_LABEL_FILTER)'
 
 .PHONY: bench-requests
 bench-requests: ## Count the API requests the controller makes per KubeadmConfig (one benchmark round).

@@ -1,0 +1,295 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package flavors writes the simulated infrastructure provider's cluster
+// templates, one per flavor and format, from the builders the e2e stack makes
+// its own clusters with, so the templates Cluster API's specs apply cannot
+// drift from what this project's scenarios run. hack/e2eflavors writes them
+// to test/e2e/capi/data; a test checks the committed files are current.
+package flavors
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/yaml"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+)
+
+// Formats are the formats every flavor is written in, with the suffix of
+// their file names: the default format has none.
+var Formats = []Format{
+	{Format: bootstrapv1.CloudConfig},
+	{Format: bootstrapv1.Ignition, Suffix: "-ignition"},
+	{Format: bootstrapv1.Raw, Suffix: "-raw"},
+}
+
+// Format is a bootstrap format and the suffix its flavors' names carry.
+type Format struct {
+	Format bootstrapv1.Format
+	Suffix string
+}
+
+// Flavor is a flavor as Cluster API's specs name it ("" is the default
+// template) and the objects of its template in one format.
+type flavor struct {
+	name    string
+	objects func(c stack.Cluster, f bootstrapv1.Format) []client.Object
+}
+
+// flavors are the templates the suite's specs use.
+var flavors = []flavor{
+	{name: "", objects: quickStart},
+	{name: "topology", objects: quickStartTopology},
+	{name: "kcp-adoption", objects: kcpAdoption},
+	{name: "machine-pool", objects: machinePool},
+	{name: "md-remediation", objects: mdRemediation},
+}
+
+// classes are the ClusterClasses the flavors' Clusters name; clusterctl adds
+// clusterclass-<name>.yaml to a template whose class is not there yet.
+var classes = []string{quickStartClass}
+
+// quickStartClass is the ClusterClass of the topology flavor: the stack's,
+// whose variables choose the formats of control plane and workers.
+const quickStartClass = "quick-start"
+
+// Sentinels stand for clusterctl's variables while the objects are typed Go
+// values; Files puts the variables in their place.
+const (
+	controlPlaneReplicas = 987001
+	workerReplicas       = 987002
+)
+
+// cluster is every template's cluster: clusterctl names it and puts it in
+// the target namespace.
+var cluster = stack.Cluster{Name: "${CLUSTER_NAME}"}
+
+// quickStart is upstream's quick start on simulated hosts: a
+// KubeadmControlPlane and one MachineDeployment, both in the format.
+func quickStart(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	objects := c.KCPBase(controlPlaneReplicas, f)
+	return append(objects, c.Workers(c.Name+"-md-0", f, workerReplicas, 0)...)
+}
+
+// quickStartTopology is the quick start as a Cluster of the quick-start
+// ClusterClass: control plane and one MachineDeployment in the format.
+func quickStartTopology(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	cl := c.ClassCluster(controlPlaneReplicas, f, stack.ClassWorkers{Name: "md-0", Format: f, Replicas: workerReplicas})
+	cl.Spec.Topology.ClassRef.Name = quickStartClass
+	return []client.Object{cl}
+}
+
+// kcpAdoption is a control plane Machine made without a control-plane
+// provider (labelled kcp-adoption.step1), then a KubeadmControlPlane that
+// adopts it (kcp-adoption.step2). The Machine's KubeadmConfig asks for the
+// format the way KCP's copy would: by the format annotation for ignition and
+// raw, spec unchanged, so that KCP finds it up to date.
+func kcpAdoption(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	base := c.Base()
+	infraCluster, cluster := base[1], base[2]
+	step1 := append([]client.Object{infraCluster, cluster}, c.ControlPlaneMachine(c.Name+"-control-plane-0", "")...)
+	cfg := step1[2].(*bootstrapv1.KubeadmConfig)
+	// The first machine inits, and KCP tells a config that inits from one
+	// that joins by its join configuration: as KCP writes it, it has none.
+	cfg.Spec.JoinConfiguration = upstreambootstrapv1.JoinConfiguration{}
+	if f != bootstrapv1.CloudConfig {
+		cfg.Annotations = map[string]string{bootstrapv1.FormatAnnotation: string(f)}
+	}
+	// Step 2 updates the Cluster first: the framework updates what exists
+	// by its read version, and the step's other objects would make Cluster
+	// API's controllers write the Cluster in between.
+	withKCP := c.KCPBase(controlPlaneReplicas, f) // namespace, infra cluster, machine template, KCP, Cluster
+	step2 := []client.Object{withKCP[4], withKCP[2], withKCP[3]}
+	label(step1, "kcp-adoption.step1")
+	label(step2, "kcp-adoption.step2")
+	return append(step1, step2...)
+}
+
+// machinePool is the quick start's control plane with a MachinePool of
+// workers instead of a MachineDeployment.
+func machinePool(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	return append(c.KCPBase(controlPlaneReplicas, f), c.MachinePool(c.Name+"-mp-0", f, workerReplicas)...)
+}
+
+// Remediation names the label and Node condition of upstream's
+// md-remediation templates: the spec marks a worker's Node unhealthy
+// through the condition, and the MachineHealthCheck selects by the label.
+const (
+	remediationLabel     = "e2e.remediation.label"
+	remediationCondition = "e2e.remediation.condition"
+)
+
+// mdRemediation is the quick start whose workers a MachineHealthCheck
+// remediates when their Node reports the remediation condition False.
+func mdRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	objects := quickStart(c, f)
+	md := objects[len(objects)-1].(*clusterv1.MachineDeployment)
+	md.Spec.Template.Labels[remediationLabel] = ""
+	mhc := &clusterv1.MachineHealthCheck{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-mhc-0", Labels: map[string]string{clusterv1.ClusterNameLabel: c.Name}},
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: c.Name,
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{remediationLabel: ""}},
+			Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{{
+				Type: remediationCondition, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](10),
+			}}},
+			Remediation: clusterv1.MachineHealthCheckRemediation{TriggerIf: clusterv1.MachineHealthCheckRemediationTriggerIf{
+				UnhealthyLessThanOrEqualTo: ptr.To(intstr.FromString("100%")),
+			}},
+		},
+	}
+	return append(objects, mhc)
+}
+
+// label adds a label, with an empty value, to every object.
+func label(objects []client.Object, key string) {
+	for _, o := range objects {
+		l := o.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[key] = ""
+		o.SetLabels(l)
+	}
+}
+
+// variables replace the sentinels and the stack's fixed version with the
+// variables `clusterctl generate cluster` fills.
+var variables = strings.NewReplacer(
+	fmt.Sprintf("replicas: %d", controlPlaneReplicas), "replicas: ${CONTROL_PLANE_MACHINE_COUNT}",
+	fmt.Sprintf("replicas: %d", workerReplicas), "replicas: ${WORKER_MACHINE_COUNT}",
+	"version: "+stack.KubernetesVersion, "version: ${KUBERNETES_VERSION}",
+)
+
+// header opens every written template.
+const header = "# Generated by hack/e2eflavors from test/e2e/stack's builders: do not edit.\n"
+
+// Files returns every template by file name: the clusters
+// (cluster-template[-flavor][-format].yaml) and their ClusterClasses
+// (clusterclass-<name>.yaml).
+func Files() (map[string][]byte, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	for _, fl := range flavors {
+		for _, f := range Formats {
+			name := TemplateName(fl.name, f)
+			data, err := template(scheme, fl.objects(cluster, f.Format))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			files[name] = data
+		}
+	}
+	for _, class := range classes {
+		name := "clusterclass-" + class + ".yaml"
+		data, err := template(scheme, stack.Cluster{Name: class}.ClusterClassObjects())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		files[name] = data
+	}
+	return files, nil
+}
+
+// TemplateName is the file clusterctl reads for a flavor in a format.
+func TemplateName(flavor string, f Format) string {
+	name := "cluster-template"
+	if flavor != "" {
+		name += "-" + flavor
+	}
+	return name + f.Suffix + ".yaml"
+}
+
+// FlavorName is the flavor Cluster API's specs are given for a flavor in a
+// format ("" and cloud-config is the default template).
+func FlavorName(flavor string, f Format) string {
+	return strings.TrimPrefix(flavor+f.Suffix, "-")
+}
+
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clusterv1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme, infrav1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// template writes the objects as one YAML stream, without what the server
+// sets (status, creation time) and without namespaces, which clusterctl
+// chooses.
+func template(scheme *runtime.Scheme, objects []client.Object) ([]byte, error) {
+	var out bytes.Buffer
+	out.WriteString(header)
+	for _, o := range objects {
+		if _, ok := o.(*corev1.Namespace); ok {
+			continue
+		}
+		gvk, err := apiutil.GVKForObject(o, scheme)
+		if err != nil {
+			return nil, err
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil, err
+		}
+		u["apiVersion"], u["kind"] = gvk.GroupVersion().String(), gvk.Kind
+		delete(u, "status")
+		if meta, ok := u["metadata"].(map[string]any); ok {
+			delete(meta, "creationTimestamp")
+		}
+		b, err := yaml.Marshal(u)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteString("---\n")
+		out.WriteString(variables.Replace(string(b)))
+	}
+	return out.Bytes(), nil
+}
+
+// Names returns the file names Files writes, sorted.
+func Names(files map[string][]byte) []string {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
