@@ -57,6 +57,10 @@ func init() {
 	flag.BoolVar(&skipCleanup, "e2e.skip-resource-cleanup", false, "keep the specs' clusters")
 }
 
+// repositorySources is where config/simulated.yaml reads the providers'
+// components from, whatever the artifacts folder.
+const repositorySources = "_artifacts/repository-sources"
+
 // managerArgs turn on both gated formats.
 var managerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true"}
 
@@ -85,7 +89,8 @@ var _ = BeforeSuite(func() {
 	Expect(os.RemoveAll(artifactFolder)).To(Succeed())
 
 	By("Writing the providers' components for the clusterctl repository")
-	Expect(writeRepositorySources(filepath.Join(artifactFolder, "repository-sources"))).To(Succeed())
+	Expect(os.RemoveAll(repositorySources)).To(Succeed())
+	Expect(writeRepositorySources(repositorySources)).To(Succeed())
 
 	By("Loading the e2e config and making the clusterctl local repository")
 	e2eConfig = clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: "config/simulated.yaml"})
