@@ -162,7 +162,7 @@ GINKGO_LABEL_FILTER ?=
 .PHONY: test
 # The fuzz targets' seeds and saved inputs (testdata/fuzz) run with the unit
 # tests; fuzzing itself (make fuzz: instrumented builds of every package, ~6
-# minutes cold) is outside make test's 70-minute budget.
+# minutes cold) is outside make test's 75-minute budget.
 test: tools verify lint ## Build tools, check generated files, headers, formatting and lint, vet, run every test (fuzz seeds included), the e2e suite and Cluster API's smoke specs.
 	$(call phase,vet)
 	go vet ./...
