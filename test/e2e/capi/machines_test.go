@@ -25,13 +25,14 @@ import (
 
 	capie2e "sigs.k8s.io/cluster-api/test/e2e"
 
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/capi/flavors"
 )
 
 // Cluster API's specs of workers and control planes, each once per format.
 
 var _ = Describe("Cluster API's MachineDeployment scale", Label("MachineDeploymentScale"), func() {
-	inEveryFormat(func(f flavors.Format) {
+	inEveryFormat(func(f bootstrapv1.Format) {
 		capie2e.MachineDeploymentScaleSpec(ctx, func() capie2e.MachineDeploymentScaleSpecInput {
 			return capie2e.MachineDeploymentScaleSpecInput{
 				E2EConfig:             e2eConfig,
@@ -46,7 +47,7 @@ var _ = Describe("Cluster API's MachineDeployment scale", Label("MachineDeployme
 })
 
 var _ = Describe("Cluster API's MachineDeployment remediation", Label("MachineDeploymentRemediation"), func() {
-	inEveryFormat(func(f flavors.Format) {
+	inEveryFormat(func(f bootstrapv1.Format) {
 		capie2e.MachineDeploymentRemediationSpec(ctx, func() capie2e.MachineDeploymentRemediationSpecInput {
 			return capie2e.MachineDeploymentRemediationSpecInput{
 				E2EConfig:             e2eConfig,
@@ -61,7 +62,7 @@ var _ = Describe("Cluster API's MachineDeployment remediation", Label("MachineDe
 })
 
 var _ = Describe("Cluster API's MachinePool", Label("MachinePool"), func() {
-	inEveryFormat(func(f flavors.Format) {
+	inEveryFormat(func(f bootstrapv1.Format) {
 		capie2e.MachinePoolSpec(ctx, func() capie2e.MachinePoolInput {
 			return capie2e.MachinePoolInput{
 				E2EConfig:             e2eConfig,
@@ -76,7 +77,7 @@ var _ = Describe("Cluster API's MachinePool", Label("MachinePool"), func() {
 })
 
 var _ = Describe("Cluster API's KubeadmControlPlane adoption", Label("KCPAdoption"), func() {
-	inEveryFormat(func(f flavors.Format) {
+	inEveryFormat(func(f bootstrapv1.Format) {
 		capie2e.KCPAdoptionSpec(ctx, func() capie2e.KCPAdoptionSpecInput {
 			return capie2e.KCPAdoptionSpecInput{
 				E2EConfig:             e2eConfig,

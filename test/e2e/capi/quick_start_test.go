@@ -29,11 +29,12 @@ import (
 	capie2e "sigs.k8s.io/cluster-api/test/e2e"
 	"sigs.k8s.io/cluster-api/test/framework"
 
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/capi/flavors"
 )
 
 var _ = Describe("Cluster API's quick start", Label("QuickStart"), func() {
-	inEveryFormat(func(f flavors.Format) {
+	inEveryFormat(func(f bootstrapv1.Format) {
 		capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
 			return capie2e.QuickStartSpecInput{
 				E2EConfig:               e2eConfig,
@@ -49,7 +50,7 @@ var _ = Describe("Cluster API's quick start", Label("QuickStart"), func() {
 })
 
 var _ = Describe("Cluster API's quick start with ClusterClass", Label("QuickStart", "ClusterClass"), func() {
-	inEveryFormat(func(f flavors.Format) {
+	inEveryFormat(func(f bootstrapv1.Format) {
 		capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
 			return capie2e.QuickStartSpecInput{
 				E2EConfig:               e2eConfig,

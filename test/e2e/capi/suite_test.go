@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/capi/flavors"
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	e2eframework "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
@@ -76,9 +76,9 @@ func TestCAPIE2E(t *testing.T) {
 
 // inEveryFormat declares the spec once per format, in a container named and
 // labelled after the format (with more labels if given).
-func inEveryFormat(spec func(f flavors.Format), labels ...string) {
-	for _, f := range flavors.Formats {
-		Context(string(f.Format), Label(append([]string{string(f.Format)}, labels...)...), func() { spec(f) })
+func inEveryFormat(spec func(f bootstrapv1.Format), labels ...string) {
+	for _, f := range bootstrapv1.Formats {
+		Context(string(f), Label(append([]string{string(f)}, labels...)...), func() { spec(f) })
 	}
 }
 

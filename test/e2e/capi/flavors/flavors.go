@@ -45,21 +45,7 @@ import (
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
-// Formats are the formats every flavor is written in, with the suffix of
-// their file names: the default format has none.
-var Formats = []Format{
-	{Format: bootstrapv1.CloudConfig},
-	{Format: bootstrapv1.Ignition, Suffix: "-ignition"},
-	{Format: bootstrapv1.Raw, Suffix: "-raw"},
-}
-
-// Format is a bootstrap format and the suffix its flavors' names carry.
-type Format struct {
-	Format bootstrapv1.Format
-	Suffix string
-}
-
-// Flavor is a flavor as Cluster API's specs name it ("" is the default
+// flavor is a flavor as Cluster API's specs name it ("" is the default
 // template) and the objects of its template in one format.
 type flavor struct {
 	name    string
@@ -116,9 +102,9 @@ func quickStartTopology(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 // raw, spec unchanged, so that KCP finds it up to date.
 func kcpAdoption(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	base := c.Base()
-	infraCluster, cluster := base[1], base[2]
-	step1 := append([]client.Object{infraCluster, cluster}, c.ControlPlaneMachine(c.Name+"-control-plane-0", "")...)
-	cfg := step1[2].(*bootstrapv1.KubeadmConfig)
+	machine := c.ControlPlaneMachine(c.Name+"-control-plane-0", "")
+	step1 := append([]client.Object{only[*infrav1.SimulatedCluster](base), only[*clusterv1.Cluster](base)}, machine...)
+	cfg := only[*bootstrapv1.KubeadmConfig](machine)
 	// The first machine inits, and KCP tells a config that inits from one
 	// that joins by its join configuration: as KCP writes it, it has none.
 	cfg.Spec.JoinConfiguration = upstreambootstrapv1.JoinConfiguration{}
@@ -128,8 +114,10 @@ func kcpAdoption(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	// Step 2 updates the Cluster first: the framework updates what exists
 	// by its read version, and the step's other objects would make Cluster
 	// API's controllers write the Cluster in between.
-	withKCP := c.KCPBase(controlPlaneReplicas, f) // namespace, infra cluster, machine template, KCP, Cluster
-	step2 := []client.Object{withKCP[4], withKCP[2], withKCP[3]}
+	withKCP := c.KCPBase(controlPlaneReplicas, f)
+	step2 := []client.Object{
+		only[*clusterv1.Cluster](withKCP), only[*infrav1.SimulatedMachineTemplate](withKCP), only[*controlplanev1.KubeadmControlPlane](withKCP),
+	}
 	label(step1, "kcp-adoption.step1")
 	label(step2, "kcp-adoption.step2")
 	return append(step1, step2...)
@@ -153,7 +141,7 @@ const (
 // remediates when their Node reports the remediation condition False.
 func mdRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := quickStart(c, f)
-	md := objects[len(objects)-1].(*clusterv1.MachineDeployment)
+	md := only[*clusterv1.MachineDeployment](objects)
 	md.Spec.Template.Labels[remediationLabel] = ""
 	mhc := &clusterv1.MachineHealthCheck{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-mhc-0", Labels: map[string]string{clusterv1.ClusterNameLabel: c.Name}},
@@ -169,6 +157,21 @@ func mdRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 		},
 	}
 	return append(objects, mhc)
+}
+
+// only is the one object of type T among objects; the builders make each
+// kind once per call, so anything else is a mistake in this file.
+func only[T client.Object](objects []client.Object) T {
+	var found []T
+	for _, o := range objects {
+		if t, ok := o.(T); ok {
+			found = append(found, t)
+		}
+	}
+	if len(found) != 1 {
+		panic(fmt.Sprintf("%d objects of type %T, want one", len(found), *new(T)))
+	}
+	return found[0]
 }
 
 // label adds a label, with an empty value, to every object.
@@ -204,9 +207,9 @@ func Files() (map[string][]byte, error) {
 	}
 	files := map[string][]byte{}
 	for _, fl := range flavors {
-		for _, f := range Formats {
+		for _, f := range bootstrapv1.Formats {
 			name := TemplateName(fl.name, f)
-			data, err := template(scheme, fl.objects(cluster, f.Format))
+			data, err := template(scheme, fl.objects(cluster, f))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
@@ -225,18 +228,30 @@ func Files() (map[string][]byte, error) {
 }
 
 // TemplateName is the file clusterctl reads for a flavor in a format.
-func TemplateName(flavor string, f Format) string {
-	name := "cluster-template"
-	if flavor != "" {
-		name += "-" + flavor
-	}
-	return name + f.Suffix + ".yaml"
+func TemplateName(flavor string, f bootstrapv1.Format) string {
+	return "cluster-template" + suffix(flavor) + suffix(formatName(f)) + ".yaml"
 }
 
 // FlavorName is the flavor Cluster API's specs are given for a flavor in a
-// format ("" and cloud-config is the default template).
-func FlavorName(flavor string, f Format) string {
-	return strings.TrimPrefix(flavor+f.Suffix, "-")
+// format: the flavor with the format's name after it, cloud-config (the
+// default format) without ("" and cloud-config is the default template).
+func FlavorName(flavor string, f bootstrapv1.Format) string {
+	return strings.TrimPrefix(suffix(flavor)+suffix(formatName(f)), "-")
+}
+
+// formatName is how a format appears in flavor names: the default none.
+func formatName(f bootstrapv1.Format) string {
+	if f == bootstrapv1.CloudConfig {
+		return ""
+	}
+	return string(f)
+}
+
+func suffix(name string) string {
+	if name == "" {
+		return ""
+	}
+	return "-" + name
 }
 
 func newScheme() (*runtime.Scheme, error) {
