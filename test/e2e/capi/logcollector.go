@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -85,24 +84,16 @@ func (c hostLogCollector) copyHost(key, outputPath string) error {
 	}
 	var errs []error
 	for _, l := range logs {
-		errs = append(errs, copyFile(l, filepath.Join(outputPath, filepath.Base(l))))
+		errs = append(errs, copyLog(l, outputPath))
 	}
 	return errors.Join(errs...)
 }
 
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
+// copyLog copies one log into dir; the logs are small enough to read whole.
+func copyLog(path, dir string) error {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.Create(to)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return os.WriteFile(filepath.Join(dir, filepath.Base(path)), data, 0o644)
 }
