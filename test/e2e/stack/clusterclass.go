@@ -44,7 +44,8 @@ const (
 )
 
 // WorkerClass is the ClusterClass's one MachineDeployment class and its one
-// MachinePool class: both take the workers' KubeadmConfigTemplate.
+// MachinePool class. Each has its own KubeadmConfigTemplate, alike, as
+// Cluster API's classes have: its specs copy a class's templates one by one.
 const WorkerClass = "worker"
 
 // FormatPatchFile is the file the ClusterClass's format-specific patches
@@ -71,6 +72,10 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 	name := c.Name
 	cpSpec := &bootstrapv1.KubeadmConfigSpec{}
 	NodeSpec(cpSpec)
+	// KCP's admission refuses dropping clusterConfiguration as a whole, so
+	// a class changed there and changed back must start with one: the API
+	// server certificate's names, as Cluster API's quick-start class has.
+	cpSpec.ClusterConfiguration.APIServer.CertSANs = []string{"localhost", "127.0.0.1"}
 	kcpTemplate := &controlplanev1.KubeadmControlPlaneTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name + "-control-plane"},
 		Spec: controlplanev1.KubeadmControlPlaneTemplateSpec{Template: controlplanev1.KubeadmControlPlaneTemplateResource{
@@ -79,6 +84,8 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 	}
 	workerTemplate := c.KubeadmConfigTemplate(name+"-worker", bootstrapv1.CloudConfig)
 	workerTemplate.Labels = nil
+	poolTemplate := c.KubeadmConfigTemplate(name+"-worker-pool", bootstrapv1.CloudConfig)
+	poolTemplate.Labels = nil
 	classRef := func(gv, kind string, o client.Object) clusterv1.ClusterClassTemplateReference {
 		return clusterv1.ClusterClassTemplateReference{APIVersion: gv, Kind: kind, Name: o.GetName()}
 	}
@@ -129,7 +136,7 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 				}},
 				MachinePools: []clusterv1.MachinePoolClass{{
 					Class:          WorkerClass,
-					Bootstrap:      clusterv1.MachinePoolClassBootstrapTemplate{TemplateRef: classRef(bootstrapv1.GroupVersion.String(), "KubeadmConfigTemplate", workerTemplate)},
+					Bootstrap:      clusterv1.MachinePoolClassBootstrapTemplate{TemplateRef: classRef(bootstrapv1.GroupVersion.String(), "KubeadmConfigTemplate", poolTemplate)},
 					Infrastructure: clusterv1.MachinePoolClassInfrastructureTemplate{TemplateRef: classRef(infraGV, "SimulatedMachinePoolTemplate", workerPools)},
 				}},
 			},
@@ -149,7 +156,7 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 			},
 		},
 	}
-	return []client.Object{infraCluster, cpMachines, workerMachines, workerPools, kcpTemplate, workerTemplate, class}
+	return []client.Object{infraCluster, cpMachines, workerMachines, workerPools, kcpTemplate, workerTemplate, poolTemplate, class}
 }
 
 // formatVariable is a variable that takes one of formats, cloud-config when
