@@ -90,3 +90,18 @@ var _ = Describe("Cluster API's KubeadmControlPlane adoption", Label("KCPAdoptio
 		})
 	})
 })
+
+var _ = Describe("Cluster API's KubeadmControlPlane and MachineDeployment rollout", Label("KCPAndMachineDeploymentRollout"), func() {
+	inEveryFormat(func(f bootstrapv1.Format) {
+		capie2e.KCPAndMachineDeploymentRolloutSpec(ctx, func() capie2e.KCPAndMachineDeploymentRolloutSpecInput {
+			return capie2e.KCPAndMachineDeploymentRolloutSpecInput{
+				E2EConfig:             e2eConfig,
+				ClusterctlConfigPath:  clusterctlConfigPath,
+				BootstrapClusterProxy: bootstrapClusterProxy,
+				ArtifactFolder:        artifactFolder,
+				SkipCleanup:           skipCleanup,
+				Flavor:                flavors.FlavorName("kcp-md-taints", f),
+			}
+		})
+	})
+})

@@ -127,11 +127,13 @@ func clusterAPICacheOptions(scheme *k8sruntime.Scheme, name string) ctrlcache.Op
 }
 
 // clusterAPIGates turns on what the stack runs: managed topologies,
-// MachinePools, and Ignition in KubeadmControlPlane's own admission.
+// MachinePools, Machine taints as Cluster API's e2e config has them, and
+// Ignition in KubeadmControlPlane's own admission.
 func clusterAPIGates() error {
 	return capifeature.MutableGates.SetFromMap(map[string]bool{
 		string(capifeature.ClusterTopology):                true,
 		string(capifeature.MachinePool):                    true,
+		string(capifeature.MachineTaintPropagation):        true,
 		string(capifeature.KubeadmBootstrapFormatIgnition): true,
 	})
 }

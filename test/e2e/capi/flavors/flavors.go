@@ -24,6 +24,7 @@ package flavors
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -59,6 +60,7 @@ var flavors = []flavor{
 	{name: "kcp-adoption", objects: kcpAdoption},
 	{name: "machine-pool", objects: machinePool},
 	{name: "md-remediation", objects: mdRemediation},
+	{name: "kcp-md-taints", objects: kcpMDTaints},
 }
 
 // classes are the ClusterClasses the flavors' Clusters name; clusterctl adds
@@ -157,6 +159,28 @@ func mdRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 		},
 	}
 	return append(objects, mhc)
+}
+
+// preExistingTaints are the taints of upstream's kcp-md-taints templates:
+// one the Machine puts on its Node once, one it keeps there.
+var preExistingTaints = []clusterv1.MachineTaint{
+	{
+		Key: "pre-existing-on-initialization-taint", Value: "on-initialization-value",
+		Effect: corev1.TaintEffectPreferNoSchedule, Propagation: clusterv1.MachineTaintPropagationOnInitialization,
+	},
+	{
+		Key: "pre-existing-always-taint", Value: "always-value",
+		Effect: corev1.TaintEffectPreferNoSchedule, Propagation: clusterv1.MachineTaintPropagationAlways,
+	},
+}
+
+// kcpMDTaints is the quick start whose control plane and workers carry
+// preExistingTaints, for the spec that changes them in place.
+func kcpMDTaints(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	objects := quickStart(c, f)
+	only[*controlplanev1.KubeadmControlPlane](objects).Spec.MachineTemplate.Spec.Taints = preExistingTaints
+	only[*clusterv1.MachineDeployment](objects).Spec.Template.Spec.Taints = slices.Clone(preExistingTaints)
+	return objects
 }
 
 // only is the one object of type T among objects; the builders make each
