@@ -1,0 +1,70 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+func spec(describe, format string, state types.SpecState, minutes float64) types.SpecReport {
+	return types.SpecReport{
+		ContainerHierarchyTexts: []string{describe, format},
+		LeafNodeType:            types.NodeTypeIt,
+		State:                   state,
+		RunTime:                 time.Duration(minutes * float64(time.Minute)),
+	}
+}
+
+func TestResultsTable(t *testing.T) {
+	report := types.Report{
+		StartTime: time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC),
+		RunTime:   10 * time.Minute,
+		SpecReports: types.SpecReports{
+			{LeafNodeType: types.NodeTypeBeforeSuite, State: types.SpecStatePassed},
+			spec("Cluster API's quick start", "cloud-config", types.SpecStatePassed, 4.6),
+			spec("Cluster API's quick start", "ignition", types.SpecStateFailed, 2),
+			spec("Cluster API's quick start", "raw", types.SpecStateSkipped, 0),
+			spec("Cluster API's KCP remediation", "cloud-config", types.SpecStatePassed, 1),
+		},
+	}
+	got := results(report)
+	want := "`make test-e2e-capi` on this machine, 2026-12-05: 3 spec runs in 10.0 min.\n\n" +
+		"| spec | cloud-config | ignition | raw |\n|---|---|---|---|\n" +
+		"| Quick start | passed, 4.6 min | failed, 2.0 min | not run |\n" +
+		"| KCP remediation | passed, 1.0 min | not admitted | not admitted |\n"
+	if got != want {
+		t.Errorf("results:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestSpliceReplacesOnlyBetweenMarkers(t *testing.T) {
+	page := "intro\n" + begin + "old\n" + end + "outro\n"
+	got, err := splice([]byte(page), "new\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "intro\n" + begin + "new\n" + end + "outro\n"; string(got) != want {
+		t.Errorf("splice = %q, want %q", got, want)
+	}
+	if _, err := splice([]byte(strings.TrimSuffix(page, end+"outro\n")), "new\n"); err == nil {
+		t.Error("splice accepted a page without the end marker")
+	}
+}
