@@ -83,26 +83,22 @@ func run(out string) error {
 	}
 	manifest := testbin.NodeImages{}
 	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
-	for _, ref := range append(refs, testImageRef) {
-		component := componentOf(ref)
-		if ref == testImageRef {
-			component = testbin.TestImage
-		}
+	for _, w := range wanted(refs) {
 		start := time.Now()
-		img, err := imageFor(component, ref, platform)
+		img, err := imageFor(w.builder, w.ref, platform)
 		if err != nil {
-			return fmt.Errorf("%s: %w", ref, err)
+			return fmt.Errorf("%s: %w", w.ref, err)
 		}
-		tag, err := name.NewTag(ref)
+		tag, err := name.NewTag(w.ref)
 		if err != nil {
 			return err
 		}
-		file := component + ".tar"
+		file := w.component + ".tar"
 		if err := tarball.WriteToFile(filepath.Join(out, file), tag, img); err != nil {
-			return fmt.Errorf("writing %s: %w", ref, err)
+			return fmt.Errorf("writing %s: %w", w.ref, err)
 		}
-		logf("%s (%s) in %s", ref, file, time.Since(start).Round(time.Millisecond))
-		manifest.Images = append(manifest.Images, testbin.NodeImage{Component: component, Ref: ref, File: file})
+		logf("%s (%s) in %s", w.ref, file, time.Since(start).Round(time.Millisecond))
+		manifest.Images = append(manifest.Images, testbin.NodeImage{Component: w.component, Ref: w.ref, File: file})
 	}
 	if manifest.ContainerdVersion, err = seed(out, manifest.Images); err != nil {
 		return fmt.Errorf("the containerd seed: %w", err)
@@ -129,6 +125,26 @@ func kubeadmImages() ([]string, error) {
 		return nil, fmt.Errorf("kubeadm config images list: %w: %s", err, stderr.Bytes())
 	}
 	return strings.Fields(string(b)), nil
+}
+
+// frameworkPause is the pause image by the tag Cluster API's e2e framework
+// runs its drain spec's Pods from; nodes have it as a cloud's image would.
+const frameworkPause = "registry.k8s.io/pause:3.10.1"
+
+// image is one image to write: its name in the manifest, the component
+// that builds it, and its reference.
+type image struct{ component, builder, ref string }
+
+// wanted is every image: kubeadm's, the tests' busybox, and the framework's
+// pause.
+func wanted(kubeadmRefs []string) []image {
+	var images []image
+	for _, ref := range kubeadmRefs {
+		images = append(images, image{component: componentOf(ref), builder: componentOf(ref), ref: ref})
+	}
+	return append(images,
+		image{component: testbin.TestImage, builder: testbin.TestImage, ref: testImageRef},
+		image{component: testbin.FrameworkPauseImage, builder: "pause", ref: frameworkPause})
 }
 
 // componentOf is the last element of an image's repository:

@@ -68,6 +68,10 @@ const (
 // (Debian's static busybox: a shell, nslookup, wget, an HTTP server).
 const TestImage = "busybox"
 
+// FrameworkPauseImage is the component name of the pause image tagged as
+// Cluster API's e2e framework names it.
+const FrameworkPauseImage = "framework-pause"
+
 // NodeImagesDir is where hack/nodeimages writes the images for the pinned
 // versions (hack/tools.sh node-images).
 func NodeImagesDir() string {
