@@ -105,3 +105,18 @@ var _ = Describe("Cluster API's KubeadmControlPlane and MachineDeployment rollou
 		})
 	})
 })
+
+var _ = Describe("Cluster API's node drain", Label("NodeDrainTimeout", "ClusterClass"), func() {
+	inEveryFormat(func(f bootstrapv1.Format) {
+		capie2e.NodeDrainTimeoutSpec(ctx, func() capie2e.NodeDrainTimeoutSpecInput {
+			return capie2e.NodeDrainTimeoutSpecInput{
+				E2EConfig:             e2eConfig,
+				ClusterctlConfigPath:  clusterctlConfigPath,
+				BootstrapClusterProxy: bootstrapClusterProxy,
+				ArtifactFolder:        artifactFolder,
+				SkipCleanup:           skipCleanup,
+				Flavor:                ptr.To(flavors.FlavorName("topology", f)),
+			}
+		})
+	})
+})
