@@ -91,6 +91,21 @@ var _ = Describe("Cluster API's KubeadmControlPlane adoption", Label("KCPAdoptio
 	})
 })
 
+var _ = Describe("Cluster API's KubeadmControlPlane infrastructure adoption", Label("KCPInfraAdoption", "ClusterClass"), func() {
+	inEveryFormat(func(f bootstrapv1.Format) {
+		capie2e.KCPInfraAdoptionSpec(ctx, func() capie2e.KCPInfraAdoptionSpecInput {
+			return capie2e.KCPInfraAdoptionSpecInput{
+				E2EConfig:             e2eConfig,
+				ClusterctlConfigPath:  clusterctlConfigPath,
+				BootstrapClusterProxy: bootstrapClusterProxy,
+				ArtifactFolder:        artifactFolder,
+				SkipCleanup:           skipCleanup,
+				Flavor:                ptr.To(flavors.FlavorName("topology", f)),
+			}
+		})
+	})
+})
+
 var _ = Describe("Cluster API's KubeadmControlPlane and MachineDeployment rollout", Label("KCPAndMachineDeploymentRollout"), func() {
 	inEveryFormat(func(f bootstrapv1.Format) {
 		capie2e.KCPAndMachineDeploymentRolloutSpec(ctx, func() capie2e.KCPAndMachineDeploymentRolloutSpecInput {
