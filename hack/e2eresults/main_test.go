@@ -46,10 +46,10 @@ func TestResultsTable(t *testing.T) {
 		},
 	}
 	got := results(report)
-	want := "`make test-e2e-capi` on this machine, 2026-12-05: 3 spec runs in 10.0 min.\n\n" +
+	want := "`make test-e2e-capi` on this machine, 2026-12-05, in 10.0 min: passed 2, failed 1, not run 1.\n\n" +
 		"| spec | cloud-config | ignition | raw |\n|---|---|---|---|\n" +
-		"| Quick start | passed, 4.6 min | failed, 2.0 min | not run |\n" +
-		"| KCP remediation | passed, 1.0 min | not admitted | not admitted |\n"
+		"| KCP remediation | passed, 1.0 min | not admitted | not admitted |\n" +
+		"| Quick start | passed, 4.6 min | failed, 2.0 min | not run |\n"
 	if got != want {
 		t.Errorf("results:\n%s\nwant:\n%s", got, want)
 	}
