@@ -61,6 +61,7 @@ var flavors = []flavor{
 	{name: "machine-pool", objects: machinePool},
 	{name: "md-remediation", objects: mdRemediation},
 	{name: "kcp-md-taints", objects: kcpMDTaints},
+	{name: "topology-taints", objects: topologyTaints},
 }
 
 // classes are the ClusterClasses the flavors' Clusters name; clusterctl adds
@@ -180,6 +181,16 @@ func kcpMDTaints(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := quickStart(c, f)
 	only[*controlplanev1.KubeadmControlPlane](objects).Spec.MachineTemplate.Spec.Taints = preExistingTaints
 	only[*clusterv1.MachineDeployment](objects).Spec.Template.Spec.Taints = slices.Clone(preExistingTaints)
+	return objects
+}
+
+// topologyTaints is the ClusterClass quick start whose control plane and
+// workers carry preExistingTaints in the Cluster's topology.
+func topologyTaints(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	objects := quickStartTopology(c, f)
+	topology := &only[*clusterv1.Cluster](objects).Spec.Topology
+	topology.ControlPlane.Taints = slices.Clone(preExistingTaints)
+	topology.Workers.MachineDeployments[0].Taints = slices.Clone(preExistingTaints)
 	return objects
 }
 
