@@ -184,8 +184,8 @@ test-e2e: ## Run the e2e suite: Cluster API's controllers, simulated hosts, real
 .PHONY: test-e2e-capi
 test-e2e-capi: ## Run Cluster API's own e2e specs in every format (needs root); GINKGO_LABEL_FILTER picks some.
 	hack/tools.sh e2e
-	go test -tags e2e -count=1 -timeout=150m -v $(CAPI_E2E_PKG) -ginkgo.v -ginkgo.label-filter='$(GINKGO_LABEL_FILTER)' \
-		-ginkgo.json-report=_artifacts/report.json
+	go test -tags e2e -count=1 -timeout=190m -v $(CAPI_E2E_PKG) -ginkgo.v -ginkgo.label-filter='$(GINKGO_LABEL_FILTER)' \
+		-ginkgo.timeout=180m -ginkgo.json-report=_artifacts/report.json
 
 .PHONY: e2e-capi-results
 e2e-capi-results: ## Write the last make test-e2e-capi run's results into docs/developer/e2e.md.
