@@ -177,7 +177,7 @@ func cellText(c cell, declared bool) string {
 	switch {
 	case !declared:
 		return "not admitted"
-	case c.state == types.SpecStateSkipped || c.state == types.SpecStatePending:
+	case outcome(c.state) == "not run":
 		return "not run"
 	default:
 		return c.state.String() + ", " + minutes(c.runTime)
