@@ -179,7 +179,7 @@ var preExistingTaints = []clusterv1.MachineTaint{
 // preExistingTaints, for the spec that changes them in place.
 func kcpMDTaints(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := quickStart(c, f)
-	only[*controlplanev1.KubeadmControlPlane](objects).Spec.MachineTemplate.Spec.Taints = preExistingTaints
+	only[*controlplanev1.KubeadmControlPlane](objects).Spec.MachineTemplate.Spec.Taints = slices.Clone(preExistingTaints)
 	only[*clusterv1.MachineDeployment](objects).Spec.Template.Spec.Taints = slices.Clone(preExistingTaints)
 	return objects
 }
