@@ -121,18 +121,16 @@ func ownedBy(owners []metav1.OwnerReference, kinds ...string) bool {
 
 var _ = Describe("Cluster API's ClusterClass rollout", Label("ClusterClassRollout", "ClusterClass"), func() {
 	// The spec changes verbosity, which raw refuses.
-	for _, f := range []bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition} {
-		Context(string(f), Label(string(f)), func() {
-			capie2e.ClusterClassRolloutSpec(ctx, func() capie2e.ClusterClassRolloutSpecInput {
-				return capie2e.ClusterClassRolloutSpecInput{
-					E2EConfig:             e2eConfig,
-					ClusterctlConfigPath:  clusterctlConfigPath,
-					BootstrapClusterProxy: bootstrapClusterProxy,
-					ArtifactFolder:        artifactFolder,
-					SkipCleanup:           skipCleanup,
-					Flavor:                flavors.FlavorName("topology-taints", f),
-				}
-			})
+	inFormats([]bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition}, func(f bootstrapv1.Format) {
+		capie2e.ClusterClassRolloutSpec(ctx, func() capie2e.ClusterClassRolloutSpecInput {
+			return capie2e.ClusterClassRolloutSpecInput{
+				E2EConfig:             e2eConfig,
+				ClusterctlConfigPath:  clusterctlConfigPath,
+				BootstrapClusterProxy: bootstrapClusterProxy,
+				ArtifactFolder:        artifactFolder,
+				SkipCleanup:           skipCleanup,
+				Flavor:                flavors.FlavorName("topology-taints", f),
+			}
 		})
-	}
+	})
 })

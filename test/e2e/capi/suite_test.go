@@ -77,7 +77,12 @@ func TestCAPIE2E(t *testing.T) {
 // inEveryFormat declares the spec once per format, in a container named and
 // labelled after the format (with more labels if given).
 func inEveryFormat(spec func(f bootstrapv1.Format), labels ...string) {
-	for _, f := range bootstrapv1.Formats {
+	inFormats(bootstrapv1.Formats, spec, labels...)
+}
+
+// inFormats is inEveryFormat for the formats a spec admits.
+func inFormats(formats []bootstrapv1.Format, spec func(f bootstrapv1.Format), labels ...string) {
+	for _, f := range formats {
 		Context(string(f), Label(append([]string{string(f)}, labels...)...), func() { spec(f) })
 	}
 }
