@@ -19,6 +19,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ func TestCloudConfigCluster(t *testing.T) {
 	w.AddControlPlaneMachine("cloud-config-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "retired", Inactive: ptr.To(true)}, {Name: "ops", Passwd: "$6$rounds=4096$salt$hash"}}
 		s.GzipUserData = ptr.To(true) // cloud-init decompresses it itself
+		withRootProbe(s)
 	})
 	w.AddMachineDeployment("cloud-config-md", bootstrapv1.CloudConfig, 2, 0)
 	machines := w.WaitForMachines(3, 5*time.Minute)
@@ -69,6 +71,7 @@ func TestCloudConfigCluster(t *testing.T) {
 			t.Errorf("user %s: shadow field %s is %q, want %q...", tc.user, tc.field, fields[min(i, len(fields)-1)], tc.want)
 		}
 	}
+	expectRootProbe(t, w, "cloud-config-cp-0")
 	w.ExpectNothingLeftBehind(3)
 	// Last: the token of a machine deleted before it joined outlives it
 	// until its TTL (the swap/hardening issue's territory).
@@ -93,6 +96,7 @@ func TestIgnitionCluster(t *testing.T) {
 	w.AddControlPlaneMachine("ignition-cp-0", bootstrapv1.Ignition, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "jane.doe", Sudo: "ALL=(ALL) NOPASSWD:ALL"}}
 		s.GzipUserData = ptr.To(true) // Ignition replaces the config with the gzip-compressed one
+		withRootProbe(s)
 	})
 	w.AddMachineDeployment("ignition-md", bootstrapv1.Ignition, 2, 0)
 	machines := w.WaitForMachines(3, 5*time.Minute)
@@ -112,6 +116,7 @@ func TestIgnitionCluster(t *testing.T) {
 	if out := w.OnHost("ignition-cp-0", "cat", "/etc/sudoers.d/jane_doe"); !strings.HasPrefix(out, "jane.doe ALL=") {
 		t.Errorf("sudoers drop-in: %q", out)
 	}
+	expectRootProbe(t, w, "ignition-cp-0")
 	if out := w.OnHost("ignition-cp-0", "sh", "-c", "test -e "+bootstrapv1.IgnitionKubeadmConfigPath+" && echo present || echo absent"); strings.TrimSpace(out) != "absent" {
 		t.Errorf("%s (the bootstrap token) is %s after kubeadm succeeded", bootstrapv1.IgnitionKubeadmConfigPath, out)
 	}
@@ -235,4 +240,32 @@ func withManagerArgs(t *testing.T, args ...string) {
 			t.Error(err)
 		}
 	})
+}
+
+// rootProbe is a script at the root of a machine that a pre-kubeadm command
+// runs by a relative path, as Cluster API's KCP remediation template runs its
+// own: it records where it ran in rootProbeOut.
+const (
+	rootProbe    = "/root-probe.sh"
+	rootProbeOut = "/root-probe.out"
+)
+
+func withRootProbe(s *bootstrapv1.KubeadmConfigSpec) {
+	s.Files = append(s.Files, upstreambootstrapv1.File{Path: rootProbe, Permissions: "0755", Content: "#!/bin/sh\npwd > " + rootProbeOut + "\n"})
+	s.PreKubeadmCommands = append(s.PreKubeadmCommands, "."+rootProbe)
+}
+
+// expectRootProbe checks that the machine's consumer ran the probe from "/"
+// and that the host's "/" is its own: nothing the probe wrote is on this
+// machine's root.
+func expectRootProbe(t *testing.T, w *framework.WorkloadCluster, machine string) {
+	t.Helper()
+	if out := strings.TrimSpace(w.OnHost(machine, "cat", rootProbeOut)); out != "/" {
+		t.Errorf("%s ran in %q, want /", rootProbe, out)
+	}
+	for _, p := range []string{rootProbe, rootProbeOut} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s, written on host %s, is on this machine's root", p, machine)
+		}
+	}
 }

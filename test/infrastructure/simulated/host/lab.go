@@ -18,8 +18,8 @@ limitations under the License.
 // A Lab is a private network on this machine (a bridge inside a network
 // namespace of its own, reached from the host through one veth pair); each
 // Host is a process tree isolated like a real machine — its own mount, UTS,
-// network, PID, IPC and cgroup namespaces, overlays over /etc, /var, /opt,
-// /root... — that boots a node's image (containerd, runc, the real kubelet
+// network, PID, IPC and cgroup namespaces, a root directory of its own with
+// overlays over /etc, /var, /opt, /root... — that boots a node's image (containerd, runc, the real kubelet
 // under a stand-in for systemd), runs its bootstrap data with the format's
 // real consumer (cloud-init, Ignition, the raw agent) and real kubeadm, and
 // keeps its kubelet and containers running.
@@ -385,6 +385,7 @@ func (h *Host) start(spec HostSpec, link string) error {
 		return err
 	}
 	h.cmd = exec.Command(self)
+	h.cmd.Dir = "/" // a machine boots in its root; consumers run commands from there
 	h.cmd.Env = append(os.Environ(), machineEnv+"="+modeInit)
 	h.cmd.Stdin = bytes.NewReader(cfgJSON)
 	h.cmd.Stdout, h.cmd.Stderr = logFile, logFile

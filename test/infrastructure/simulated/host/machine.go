@@ -301,11 +301,11 @@ func (m *machine) startServices() error {
 	return waitForCRI(context.Background(), 60*time.Second)
 }
 
-// isolateFiles gives the host its own writable view of the machine: every
-// directory a consumer or kubeadm writes to is an overlay (reads fall through
-// to this machine's files, writes stay in the host's memory) or a fresh
-// tmpfs; containerd's root is the host's own directory on this machine's
-// disk, started from the images' seed.
+// isolateFiles gives the host its own writable view of the machine: a root
+// directory of its own, and every directory a consumer or kubeadm writes to
+// is an overlay (reads fall through to this machine's files, writes stay in
+// the host's memory) or a fresh tmpfs; containerd's root is the host's own
+// directory on this machine's disk, started from the images' seed.
 func (m *machine) isolateFiles() error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
@@ -313,6 +313,9 @@ func (m *machine) isolateFiles() error {
 	layers := m.cfg.LayersDir
 	if err := syscall.Mount("tmpfs", layers, "tmpfs", 0, "mode=0700"); err != nil {
 		return err
+	}
+	if err := ownRoot(filepath.Join(layers, "root")); err != nil {
+		return fmt.Errorf("the host's root directory: %w", err)
 	}
 	for _, d := range []string{"/etc", "/var", "/opt", "/home", "/root", "/srv", "/usr/local"} {
 		if _, err := os.Stat(d); err != nil {
@@ -359,6 +362,70 @@ func (m *machine) isolateFiles() error {
 	}
 	// A /proc of the host's own PID namespace.
 	return syscall.Mount("proc", "/proc", "proc", 0, "")
+}
+
+// ownRoot makes root, a fresh tmpfs, the host's "/": it holds this
+// machine's top-level directories (bind mounts, isolated further by the
+// caller) and top-level links, so that what bootstrap data writes to "/"
+// itself (a script, a marker) stays in the host, as on a machine of its own.
+// root is unbindable: the bind of the directory that holds it must not copy
+// it into itself.
+func ownRoot(root string) error {
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return err
+	}
+	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "mode=0755"); err != nil {
+		return err
+	}
+	if err := syscall.Mount("", root, "", syscall.MS_UNBINDABLE, ""); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir("/")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := placeInRoot(root, e); err != nil {
+			return fmt.Errorf("/%s: %w", e.Name(), err)
+		}
+	}
+	// pivot_root(".", ".") stacks the old root under the new one; detaching
+	// it leaves the binds, which are mounts of their own.
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
+	if err := syscall.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := syscall.Unmount(".", syscall.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the machine's root: %w", err)
+	}
+	return os.Chdir("/")
+}
+
+// placeInRoot puts one of this machine's top-level entries into root: a
+// directory or file as a bind mount, a link as the same link.
+func placeInRoot(root string, e os.DirEntry) error {
+	src, dst := "/"+e.Name(), filepath.Join(root, e.Name())
+	switch {
+	case e.Type()&os.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case e.IsDir():
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+		return syscall.Mount(src, dst, "", syscall.MS_BIND|syscall.MS_REC, "")
+	case e.Type().IsRegular():
+		if err := os.WriteFile(dst, nil, 0o644); err != nil {
+			return err
+		}
+		return syscall.Mount(src, dst, "", syscall.MS_BIND, "")
+	}
+	return nil // sockets and devices do not belong at the top
 }
 
 func (m *machine) joinNetwork(addr netip.Prefix) error {

@@ -369,6 +369,17 @@ func (s *systemd) supervise(ctx context.Context, sv *service, u unitDefinition) 
 	}
 }
 
+// workingDirectory is where a service's commands start: its
+// WorkingDirectory= ("~" being root's home: services run as root here), or
+// "/", systemd's default for system services.
+func workingDirectory(u unitDefinition) string {
+	dir := strings.TrimPrefix(u.value("Service", "WorkingDirectory", "/"), "-")
+	if dir == "~" {
+		return "/root"
+	}
+	return dir
+}
+
 // runOnce runs ExecStartPre, ExecStart and ExecStartPost once.
 func (s *systemd) runOnce(ctx context.Context, sv *service, u unitDefinition, typ string, out io.Writer, finished func()) error {
 	env, err := serviceEnv(u)
@@ -387,6 +398,7 @@ func (s *systemd) runOnce(ctx context.Context, sv *service, u unitDefinition, ty
 		}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, out, out
+		cmd.Dir = workingDirectory(u)
 		// Its own process group, so that stopping it reaches its children
 		// (KillMode=control-group, as near as a process tree gets).
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

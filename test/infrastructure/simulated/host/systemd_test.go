@@ -177,3 +177,33 @@ func TestOneshotResultAndConditions(t *testing.T) {
 		t.Errorf("status of a missing unit: %d %q", code, out)
 	}
 }
+
+// TestServicesStartInTheirWorkingDirectory: a service's commands start in
+// "/" as systemd's system services do, or in its WorkingDirectory=;
+// bootstrap data runs scripts by paths relative to "/".
+func TestServicesStartInTheirWorkingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := t.TempDir()
+	unitTree(t, map[string]string{
+		"default.service": "[Service]\nType=oneshot\nExecStart=/bin/sh -c \"pwd > " + dir + "/default\"\n",
+		"set.service":     "[Service]\nType=oneshot\nWorkingDirectory=" + elsewhere + "\nExecStart=/bin/sh -c \"pwd > " + dir + "/set\"\n",
+	})
+	s := testSystemd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for unit, want := range map[string]string{"default": "/", "set": elsewhere} {
+		if _, err := s.Start(unit); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Result(ctx, unit); err != nil {
+			t.Fatalf("%s.service: %v", unit, err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, unit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(string(got)) != want {
+			t.Errorf("%s.service ran in %q, want %q", unit, strings.TrimSpace(string(got)), want)
+		}
+	}
+}
