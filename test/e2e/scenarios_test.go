@@ -26,6 +26,9 @@ import (
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,6 +75,7 @@ func TestCloudConfigCluster(t *testing.T) {
 		}
 	}
 	expectRootProbe(t, w, "cloud-config-cp-0")
+	expectManagementReachable(t, w, "cloud-config-cp-0")
 	w.ExpectNothingLeftBehind(3)
 	// Last: the token of a machine deleted before it joined outlives it
 	// until its TTL (the swap/hardening issue's territory).
@@ -267,5 +271,25 @@ func expectRootProbe(t *testing.T, w *framework.WorkloadCluster, machine string)
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s, written on host %s, is on this machine's root", p, machine)
 		}
+	}
+}
+
+// expectManagementReachable checks that a host reaches the management API
+// server at the address kube-public/cluster-info publishes, as machines of a
+// real management cluster's workload clusters can.
+func expectManagementReachable(t *testing.T, w *framework.WorkloadCluster, machine string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := st.Client.Get(context.Background(), client.ObjectKey{Namespace: metav1.NamespacePublic, Name: "cluster-info"}, cm); err != nil {
+		t.Fatalf("the management cluster's cluster-info: %v", err)
+	}
+	kubeconfig, err := clientcmd.Load([]byte(cm.Data["kubeconfig"]))
+	if err != nil || kubeconfig.Clusters[""] == nil {
+		t.Fatalf("cluster-info's kubeconfig has no cluster \"\": %v", err)
+	}
+	server := kubeconfig.Clusters[""].Server
+	code := w.OnHost(machine, "curl", "-k", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", server+"/version")
+	if code != "200" {
+		t.Errorf("GET %s/version from host %s: HTTP %q, want 200", server, machine, code)
 	}
 }

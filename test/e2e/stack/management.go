@@ -18,6 +18,7 @@ package stack
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +75,8 @@ type Management struct {
 	provider    Provider
 	webhookPort int
 	gc          *exec.Cmd
+	// endpoint is the API server's address on the lab (publishEndpoint).
+	endpoint    *host.Forward
 	cancel      context.CancelFunc
 	capiStopped chan struct{}
 }
@@ -100,6 +103,9 @@ func (m *Management) start(ctx context.Context, managerArgs []string) error {
 	}
 	if err := m.labelForClusterctl(ctx); err != nil {
 		return err
+	}
+	if err := m.publishEndpoint(ctx); err != nil {
+		return fmt.Errorf("the management cluster's endpoint on the lab: %w", err)
 	}
 	// The provider's namespace, as clusterctl makes it: the leader-election
 	// lease lives there.
@@ -239,6 +245,10 @@ func (m *Management) Stop() {
 	if m.env != nil && m.env.Config != nil {
 		_ = m.env.Stop()
 		m.env = nil
+	}
+	if m.endpoint != nil {
+		m.endpoint.Close()
+		m.endpoint = nil
 	}
 }
 

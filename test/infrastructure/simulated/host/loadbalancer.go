@@ -232,13 +232,5 @@ func (lb *LoadBalancer) forward(client net.Conn) {
 	if backend == nil {
 		return // no control plane answers: the client sees the connection close
 	}
-	defer backend.Close()
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		done <- struct{}{}
-	}
-	go pipe(backend, client)
-	go pipe(client, backend)
-	<-done // either side ended: end both (the deferred closes)
+	splice(client, backend)
 }
