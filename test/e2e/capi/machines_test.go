@@ -106,6 +106,23 @@ var _ = Describe("Cluster API's KubeadmControlPlane infrastructure adoption", La
 	})
 })
 
+// KCPRemediation's control-plane machines hold their bootstrap in a
+// preKubeadmCommand, which raw refuses.
+var _ = Describe("Cluster API's KubeadmControlPlane remediation", Label("KCPRemediation"), func() {
+	inFormats(flavors.CommandFormats, func(f bootstrapv1.Format) {
+		capie2e.KCPRemediationSpec(ctx, func() capie2e.KCPRemediationSpecInput {
+			return capie2e.KCPRemediationSpecInput{
+				E2EConfig:             e2eConfig,
+				ClusterctlConfigPath:  clusterctlConfigPath,
+				BootstrapClusterProxy: bootstrapClusterProxy,
+				ArtifactFolder:        artifactFolder,
+				SkipCleanup:           skipCleanup,
+				Flavor:                ptr.To(flavors.FlavorName("kcp-remediation", f)),
+			}
+		})
+	})
+})
+
 var _ = Describe("Cluster API's KubeadmControlPlane and MachineDeployment rollout", Label("KCPAndMachineDeploymentRollout"), func() {
 	inEveryFormat(func(f bootstrapv1.Format) {
 		capie2e.KCPAndMachineDeploymentRolloutSpec(ctx, func() capie2e.KCPAndMachineDeploymentRolloutSpecInput {

@@ -47,11 +47,17 @@ import (
 )
 
 // flavor is a flavor as Cluster API's specs name it ("" is the default
-// template) and the objects of its template in one format.
+// template) and the objects of its template in one format; formats are the
+// formats it is written in, every one when empty.
 type flavor struct {
 	name    string
 	objects func(c stack.Cluster, f bootstrapv1.Format) []client.Object
+	formats []bootstrapv1.Format
 }
+
+// CommandFormats are the formats that run commands: raw refuses
+// preKubeadmCommands, which carry kcp-remediation's bootstrap hold.
+var CommandFormats = []bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition}
 
 // flavors are the templates the suite's specs use.
 var flavors = []flavor{
@@ -62,6 +68,7 @@ var flavors = []flavor{
 	{name: "md-remediation", objects: mdRemediation},
 	{name: "kcp-md-taints", objects: kcpMDTaints},
 	{name: "topology-taints", objects: topologyTaints},
+	{name: "kcp-remediation", objects: kcpRemediation, formats: CommandFormats},
 }
 
 // classes are the ClusterClasses the flavors' Clusters name; clusterctl adds
@@ -194,6 +201,52 @@ func topologyTaints(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	return objects
 }
 
+// waitSignal holds a control-plane machine's bootstrap until Cluster API's
+// KCP remediation spec sets "signal: pass" in its mhc-test ConfigMap on the
+// management cluster, then acknowledges with "ack-pass". The spec fills
+// TOKEN, SERVER and NAMESPACE; curl and jq are on the node.
+const waitSignal = `#!/bin/bash
+set -o errexit -o pipefail
+token=$1 server=$2 namespace=$3
+configmap="$server/api/v1/namespaces/$namespace/configmaps/mhc-test"
+echo "waiting for the signal in $configmap"
+until [ "$(curl -k -s -H "Authorization: Bearer $token" "$configmap" | jq -r '.data.signal // empty')" = pass ]; do
+  sleep 1
+done
+curl -k -s -H "Authorization: Bearer $token" -X PATCH -H "Content-Type: application/merge-patch+json" \
+  --data '{"data":{"signal":"ack-pass"}}' "$configmap" >/dev/null
+`
+
+// kcpRemediation is upstream's kcp-remediation flavor: a control plane
+// whose machines wait for the spec's signal before kubeadm runs (a script
+// at the root, run by a relative path, as upstream's template does), no
+// workers, and a MachineHealthCheck over the control-plane machines the spec
+// labels mhc-test: fail, which remediates a machine with no Node after 30s
+// or whose Node reports the remediation condition False.
+func kcpRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	objects := quickStart(c, f)
+	spec := &only[*controlplanev1.KubeadmControlPlane](objects).Spec.KubeadmConfigSpec
+	spec.Files = append(spec.Files, upstreambootstrapv1.File{Path: "/wait-signal.sh", Content: waitSignal, Permissions: "0777"})
+	spec.PreKubeadmCommands = append(spec.PreKubeadmCommands, `./wait-signal.sh "${TOKEN}" "${SERVER}" "${NAMESPACE}"`)
+	mhc := &clusterv1.MachineHealthCheck{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-mhc-0", Labels: map[string]string{clusterv1.ClusterNameLabel: c.Name}},
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: c.Name,
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineControlPlaneLabel: "", "mhc-test": "fail"}},
+			Checks: clusterv1.MachineHealthCheckChecks{
+				NodeStartupTimeoutSeconds: ptr.To[int32](30),
+				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{{
+					Type: remediationCondition, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](10),
+				}},
+			},
+			Remediation: clusterv1.MachineHealthCheckRemediation{TriggerIf: clusterv1.MachineHealthCheckRemediationTriggerIf{
+				UnhealthyLessThanOrEqualTo: ptr.To(intstr.FromString("100%")),
+			}},
+		},
+	}
+	return append(objects, mhc)
+}
+
 // only is the one object of type T among objects; the builders make each
 // kind once per call, so anything else is a mistake in this file.
 func only[T client.Object](objects []client.Object) T {
@@ -242,7 +295,11 @@ func Files() (map[string][]byte, error) {
 	}
 	files := map[string][]byte{}
 	for _, fl := range flavors {
-		for _, f := range bootstrapv1.Formats {
+		formats := fl.formats
+		if len(formats) == 0 {
+			formats = bootstrapv1.Formats
+		}
+		for _, f := range formats {
 			name := TemplateName(fl.name, f)
 			data, err := template(scheme, fl.objects(cluster, f))
 			if err != nil {
