@@ -389,8 +389,8 @@ func ownRoot(root string) error {
 			return fmt.Errorf("/%s: %w", e.Name(), err)
 		}
 	}
-	// pivot_root(".", ".") stacks the old root under the new one; detaching
-	// it leaves the binds, which are mounts of their own.
+	// pivot_root(".", ".") stacks the old root on top of the new one at "/";
+	// detaching it uncovers the new root, whose binds are mounts of their own.
 	if err := os.Chdir(root); err != nil {
 		return err
 	}
