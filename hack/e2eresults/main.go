@@ -22,9 +22,7 @@ limitations under the License.
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -35,6 +33,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/hack/internal/pagesection"
 )
 
 // The markers around the generated part of the page.
@@ -70,24 +69,11 @@ func run(reportPath, pagePath string) error {
 	if err != nil {
 		return err
 	}
-	out, err := splice(page, results(reports[0]))
+	out, err := pagesection.Replace(page, begin, end, results(reports[0]))
 	if err != nil {
 		return fmt.Errorf("%s: %w", pagePath, err)
 	}
 	return os.WriteFile(pagePath, out, 0o644)
-}
-
-// splice puts generated between the page's markers.
-func splice(page []byte, generated string) ([]byte, error) {
-	before, rest, ok := bytes.Cut(page, []byte(begin))
-	if !ok {
-		return nil, errors.New("no begin marker")
-	}
-	_, after, ok := bytes.Cut(rest, []byte(end))
-	if !ok {
-		return nil, errors.New("no end marker")
-	}
-	return slices.Concat(before, []byte(begin+generated+end), after), nil
 }
 
 // cell is one spec in one format: its state and how long its nodes ran.

@@ -17,7 +17,6 @@ limitations under the License.
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -52,19 +51,5 @@ func TestResultsTable(t *testing.T) {
 		"| Quick start | passed, 4.6 min | failed, 2.0 min | not run |\n"
 	if got != want {
 		t.Errorf("results:\n%s\nwant:\n%s", got, want)
-	}
-}
-
-func TestSpliceReplacesOnlyBetweenMarkers(t *testing.T) {
-	page := "intro\n" + begin + "old\n" + end + "outro\n"
-	got, err := splice([]byte(page), "new\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "intro\n" + begin + "new\n" + end + "outro\n"; string(got) != want {
-		t.Errorf("splice = %q, want %q", got, want)
-	}
-	if _, err := splice([]byte(strings.TrimSuffix(page, end+"outro\n")), "new\n"); err == nil {
-		t.Error("splice accepted a page without the end marker")
 	}
 }
