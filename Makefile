@@ -206,13 +206,19 @@ fuzz: ## Run each fuzz target (renderers, hostile inputs) for FUZZTIME (default 
 	done
 
 BENCH_COUNT ?= 6
+# The benchmark outputs docs/developer/performance.md's tables come from.
+BENCH_DIR := docs/developer/bench
 
 .PHONY: bench
 bench: bench-requests ## Benchmark the renderers side by side with upstream Cluster API's (benchstat), and count the controller's API requests.
 	hack/tools.sh benchstat
-	mkdir -p $(BIN_DIR)
-	go test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) ./bootstrap/kubeadm/internal/bootstrapdata | tee $(BIN_DIR)/bench.txt
-	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench.txt
+	go test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) ./bootstrap/kubeadm/internal/bootstrapdata | tee $(BENCH_DIR)/renderers.txt
+	$$(hack/tools.sh path benchstat) -col /impl $(BENCH_DIR)/renderers.txt
+	$(MAKE) bench-tables
+
+.PHONY: bench-tables
+bench-tables: ## Write docs/developer/performance.md's tables from the outputs in docs/developer/bench.
+	go run ./hack/benchtables $(BENCH_DIR) docs/developer/performance.md
 
 SCALE_SIZES ?= 100,500,1000
 # Extra flags for both managers in the scale run (the same for both).
@@ -223,9 +229,9 @@ SCALE_IMPLS ?= ours,upstream
 .PHONY: bench-scale
 bench-scale: ## Scale run: this manager and upstream's side by side on one API server, N = SCALE_SIZES (not part of make test).
 	hack/tools.sh envtest benchstat
-	mkdir -p $(BIN_DIR)
-	SCALE_SIZES=$(SCALE_SIZES) SCALE_FLAGS="$(SCALE_FLAGS)" go test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=90m -v ./test/scale | tee $(BIN_DIR)/bench-scale.txt
-	$$(hack/tools.sh path benchstat) -col /impl $(BIN_DIR)/bench-scale.txt
+	SCALE_SIZES=$(SCALE_SIZES) SCALE_FLAGS="$(SCALE_FLAGS)" go test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=90m -v ./test/scale | tee $(BENCH_DIR)/scale.txt
+	$$(hack/tools.sh path benchstat) -col /impl $(BENCH_DIR)/scale.txt
+	$(MAKE) bench-tables
 
 .PHONY: bench-scale-clusters
 bench-scale-clusters: ## Many-cluster scale run (Cluster API's in-memory workload API servers): SCALE_SHAPES=1x1000,100x10,1000x1,1000x3 (CLUSTERSxMACHINES), SCALE_IMPLS=ours,upstream (not part of make test).
