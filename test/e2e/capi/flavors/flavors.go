@@ -153,11 +153,19 @@ func mdRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := quickStart(c, f)
 	md := only[*clusterv1.MachineDeployment](objects)
 	md.Spec.Template.Labels[remediationLabel] = ""
-	mhc := &clusterv1.MachineHealthCheck{
+	return append(objects, remediationCheck(c, map[string]string{remediationLabel: ""}))
+}
+
+// remediationCheck is upstream's MachineHealthCheck of the remediation
+// specs: the machines selector matches are unhealthy once their Node has
+// reported the remediation condition False for 10s, and every one of them
+// may be remediated.
+func remediationCheck(c stack.Cluster, selector map[string]string) *clusterv1.MachineHealthCheck {
+	return &clusterv1.MachineHealthCheck{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-mhc-0", Labels: map[string]string{clusterv1.ClusterNameLabel: c.Name}},
 		Spec: clusterv1.MachineHealthCheckSpec{
 			ClusterName: c.Name,
-			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{remediationLabel: ""}},
+			Selector:    metav1.LabelSelector{MatchLabels: selector},
 			Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{{
 				Type: remediationCondition, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](10),
 			}}},
@@ -166,7 +174,6 @@ func mdRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 			}},
 		},
 	}
-	return append(objects, mhc)
 }
 
 // preExistingTaints are the taints of upstream's kcp-md-taints templates:
@@ -228,22 +235,8 @@ func kcpRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	spec := &only[*controlplanev1.KubeadmControlPlane](objects).Spec.KubeadmConfigSpec
 	spec.Files = append(spec.Files, upstreambootstrapv1.File{Path: "/wait-signal.sh", Content: waitSignal, Permissions: "0777"})
 	spec.PreKubeadmCommands = append(spec.PreKubeadmCommands, `./wait-signal.sh "${TOKEN}" "${SERVER}" "${NAMESPACE}"`)
-	mhc := &clusterv1.MachineHealthCheck{
-		ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-mhc-0", Labels: map[string]string{clusterv1.ClusterNameLabel: c.Name}},
-		Spec: clusterv1.MachineHealthCheckSpec{
-			ClusterName: c.Name,
-			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineControlPlaneLabel: "", "mhc-test": "fail"}},
-			Checks: clusterv1.MachineHealthCheckChecks{
-				NodeStartupTimeoutSeconds: ptr.To[int32](30),
-				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{{
-					Type: remediationCondition, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](10),
-				}},
-			},
-			Remediation: clusterv1.MachineHealthCheckRemediation{TriggerIf: clusterv1.MachineHealthCheckRemediationTriggerIf{
-				UnhealthyLessThanOrEqualTo: ptr.To(intstr.FromString("100%")),
-			}},
-		},
-	}
+	mhc := remediationCheck(c, map[string]string{clusterv1.MachineControlPlaneLabel: "", "mhc-test": "fail"})
+	mhc.Spec.Checks.NodeStartupTimeoutSeconds = ptr.To[int32](30)
 	return append(objects, mhc)
 }
 
