@@ -111,7 +111,7 @@ func (t table) markdown(rs *results) (string, error) {
 	for _, r := range rows {
 		writeRow(&b, r)
 	}
-	fmt.Fprintf(&b, "\n%s of %s; cpu: %s.\n", m.summary(), "`docs/developer/bench/"+filepath.Base(rs.file)+"`", rs.cpu)
+	fmt.Fprintf(&b, "\n%s of %s; cpu: %s.\n", m.summary(), "`docs/developer/bench/"+t.file+"`", rs.cpu)
 	return b.String(), nil
 }
 
