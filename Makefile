@@ -158,6 +158,9 @@ CAPI_E2E_PKG := ./test/e2e/capi
 # GINKGO_LABEL_FILTER picks Cluster API's specs by spec and format, e.g.
 # 'QuickStart && raw' or 'ignition'; empty runs them all.
 GINKGO_LABEL_FILTER ?=
+# GINKGO_NODES is how many specs run side by side, each in a process of its
+# own sharing the first process's management cluster, as in upstream's suite.
+GINKGO_NODES ?= 1
 
 .PHONY: test
 # The fuzz targets' seeds and saved inputs (testdata/fuzz) run with the unit
@@ -171,7 +174,7 @@ test: tools verify lint ## Build tools, check generated files, headers, formatti
 	$(call phase,e2e)
 	$(MAKE) test-e2e
 	$(call phase,Cluster API e2e specs (smoke))
-	$(MAKE) test-e2e-capi GINKGO_LABEL_FILTER=smoke
+	$(MAKE) test-e2e-capi GINKGO_LABEL_FILTER=smoke GINKGO_NODES=3
 	$(call phase,request count)
 	$(MAKE) bench-requests
 	$(call phase,done)
@@ -182,10 +185,10 @@ test-e2e: ## Run the e2e suite: Cluster API's controllers, simulated hosts, real
 	go test -count=1 -timeout=40m -v $(E2E_PKG)
 
 .PHONY: test-e2e-capi
-test-e2e-capi: ## Run Cluster API's own e2e specs in every format (needs root); GINKGO_LABEL_FILTER picks some.
-	hack/tools.sh e2e
-	go test -tags e2e -count=1 -timeout=190m -v $(CAPI_E2E_PKG) -ginkgo.v -ginkgo.label-filter='$(GINKGO_LABEL_FILTER)' \
-		-ginkgo.timeout=180m -ginkgo.json-report=_artifacts/report.json
+test-e2e-capi: ## Run Cluster API's own e2e specs in every format (needs root); GINKGO_LABEL_FILTER picks some, GINKGO_NODES runs that many side by side.
+	hack/tools.sh e2e ginkgo
+	$$(hack/tools.sh path ginkgo) run --tags e2e --procs=$(GINKGO_NODES) -v --label-filter='$(GINKGO_LABEL_FILTER)' --timeout=180m \
+		--output-dir=$(CAPI_E2E_PKG)/_artifacts --json-report=report.json $(CAPI_E2E_PKG)
 
 .PHONY: e2e-capi-results
 e2e-capi-results: ## Write the last make test-e2e-capi run's results into docs/developer/e2e.md.

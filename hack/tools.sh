@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|clusterctl|controller-gen|golangci-lint|ignition|ignition-validate|benchstat|cloud-init|podman]...
+#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -26,6 +26,12 @@ log() { printf '[tools %4ds] %s\n' "${SECONDS}" "$*" >&2; }
 major() { local v=${1#v}; echo "${v%%.*}"; }
 minor() { local v=${1#v}; v=${v#*.}; echo "${v%%.*}"; }
 
+# The ginkgo CLI runs suites written with the ginkgo library and must be of
+# the library's version, so go.mod pins both.
+ginkgo_version() {
+  (cd "${repo_root}" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2)
+}
+
 tool_path() {
   case "$1" in
     envtest) echo "${TOOLS_CACHE}/envtest/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}-${ETCD_VERSION}" ;;
@@ -39,6 +45,7 @@ tool_path() {
     ignition) echo "${TOOLS_CACHE}/ignition/${IGNITION_VERSION}/ignition" ;;
     benchstat) echo "${TOOLS_CACHE}/benchstat/${BENCHSTAT_VERSION}/benchstat" ;;
     golangci-lint) echo "${TOOLS_CACHE}/golangci-lint/${GOLANGCI_LINT_VERSION}/golangci-lint" ;;
+    ginkgo) echo "${TOOLS_CACHE}/ginkgo/$(ginkgo_version)/ginkgo" ;;
     cloud-init | podman) command -v "$1" || echo "/usr/bin/$1" ;;
     *) log "unknown tool $1"; return 1 ;;
   esac
@@ -310,6 +317,7 @@ build() {
     ignition-validate) go_install ignition-validate github.com/coreos/ignition/v2/validate "${IGNITION_VERSION}" github.com/coreos/ignition/v2 ;;
     benchstat) go_install benchstat golang.org/x/perf/cmd/benchstat "${BENCHSTAT_VERSION}" ;;
     golangci-lint) go_install golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "${GOLANGCI_LINT_VERSION}" ;;
+    ginkgo) go_install ginkgo github.com/onsi/ginkgo/v2/ginkgo "$(ginkgo_version)" github.com/onsi/ginkgo/v2 ;;
     cloud-init) apt_install cloud-init "for its schema check" ;;
     podman) apt_install podman "to load the release's image tarballs as docker load would" ;;
     *) log "unknown tool $1"; return 1 ;;

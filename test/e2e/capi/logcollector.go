@@ -34,9 +34,10 @@ import (
 // hostLogCollector copies a simulated host's logs (the host's own, its
 // format's consumer's, kubeadm's, the kubelet's and containerd's) into a
 // spec's artifacts, as Cluster API's Docker collector copies a kind node's
-// journal. It implements the framework's ClusterLogCollector.
+// journal. It implements the framework's ClusterLogCollector. It reads the
+// Lab's state directory, so that every process of a parallel run can use it.
 type hostLogCollector struct {
-	lab *host.Lab
+	labDir string
 }
 
 // CollectMachineLog copies the logs of the Machine's host.
@@ -71,13 +72,12 @@ func (hostLogCollector) CollectInfrastructureLogs(context.Context, client.Client
 }
 
 func (c hostLogCollector) copyHost(key, outputPath string) error {
-	h := c.lab.Host(key)
-	if h == nil {
-		return fmt.Errorf("no running host %s", key)
-	}
-	logs, err := filepath.Glob(filepath.Join(filepath.Dir(h.LogPath), "*.log"))
+	logs, err := filepath.Glob(filepath.Join(host.Dir(c.labDir, key), "*.log"))
 	if err != nil {
 		return err
+	}
+	if len(logs) == 0 {
+		return fmt.Errorf("no logs of host %s", key)
 	}
 	if err := os.MkdirAll(outputPath, 0o755); err != nil {
 		return err

@@ -20,6 +20,7 @@ package capi
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -36,7 +37,6 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	e2eframework "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
@@ -49,7 +49,8 @@ var (
 	artifactFolder        string
 	skipCleanup           bool
 
-	st *stack.Stack
+	// shared is the stack, in the first parallel process only.
+	shared *e2eframework.Shared
 )
 
 func init() {
@@ -64,8 +65,13 @@ const repositorySources = "_artifacts/repository-sources"
 // managerArgs turn on both gated formats.
 var managerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true"}
 
+// TestMain runs the suite with no stack: the first of the suite's parallel
+// processes starts it (SynchronizedBeforeSuite) and every process shares it.
 func TestMain(m *testing.M) {
-	os.Exit(e2eframework.Run(e2eframework.RunInput{M: m, ManagerArgs: managerArgs, Setup: func(s *stack.Stack) { st = s }}))
+	if !e2eframework.Enter() {
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }
 
 func TestCAPIE2E(t *testing.T) {
@@ -87,35 +93,78 @@ func inFormats(formats []bootstrapv1.Format, spec func(f bootstrapv1.Format), la
 	}
 }
 
-var _ = BeforeSuite(func() {
+// suiteState is what the first process hands the others: where the shared
+// management cluster, clusterctl repository and hosts are.
+type suiteState struct {
+	Kubeconfig           string `json:"kubeconfig"`
+	ClusterctlConfigPath string `json:"clusterctlConfigPath"`
+	ArtifactFolder       string `json:"artifactFolder"`
+	LabDir               string `json:"labDir"`
+}
+
+// As upstream's suite does, the first process makes the management cluster
+// and the clusterctl repository, and every process (the first included)
+// connects to them.
+var _ = SynchronizedBeforeSuite(func() []byte {
 	var err error
-	artifactFolder, err = filepath.Abs(artifactFolder)
+	shared, err = e2eframework.StartShared(managerArgs)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(os.RemoveAll(artifactFolder)).To(Succeed())
+	folder, err := filepath.Abs(artifactFolder)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.RemoveAll(folder)).To(Succeed())
 
 	By("Writing the providers' components for the clusterctl repository")
 	Expect(os.RemoveAll(repositorySources)).To(Succeed())
 	Expect(writeRepositorySources(repositorySources)).To(Succeed())
 
-	By("Loading the e2e config and making the clusterctl local repository")
-	e2eConfig = clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: "config/simulated.yaml"})
-	clusterctlConfigPath = clusterctl.CreateRepository(ctx, clusterctl.CreateRepositoryInput{
-		E2EConfig:        e2eConfig,
-		RepositoryFolder: filepath.Join(artifactFolder, "repository"),
+	By("Making the clusterctl local repository")
+	configPath := clusterctl.CreateRepository(ctx, clusterctl.CreateRepositoryInput{
+		E2EConfig:        loadE2EConfig(),
+		RepositoryFolder: filepath.Join(folder, "repository"),
 	})
 
 	By("Recording the providers in clusterctl's inventory, as clusterctl init does")
-	Expect(createInventory(ctx, st.Client, st.Kubeconfig, clusterctlConfigPath)).To(Succeed())
+	Expect(createInventory(ctx, shared.Client, shared.Kubeconfig, configPath)).To(Succeed())
+
+	state, err := json.Marshal(suiteState{
+		Kubeconfig: shared.Kubeconfig, ClusterctlConfigPath: configPath,
+		ArtifactFolder: folder, LabDir: shared.Lab.StateDir(),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return state
+}, func(data []byte) {
+	var state suiteState
+	Expect(json.Unmarshal(data, &state)).To(Succeed())
+	e2eConfig = loadE2EConfig()
+	clusterctlConfigPath = state.ClusterctlConfigPath
+	artifactFolder = state.ArtifactFolder
 
 	scheme := runtime.NewScheme()
 	framework.TryAddDefaultSchemes(scheme)
 	Expect(infrav1.AddToScheme(scheme)).To(Succeed())
-	bootstrapClusterProxy = framework.NewClusterProxy("management", st.Kubeconfig, scheme,
-		framework.WithMachineLogCollector(hostLogCollector{lab: st.Lab}))
+	bootstrapClusterProxy = framework.NewClusterProxy("management", state.Kubeconfig, scheme,
+		framework.WithMachineLogCollector(hostLogCollector{labDir: state.LabDir}))
 })
 
-var _ = AfterSuite(func() {
+// The first process stops the stack once every process is done.
+var _ = SynchronizedAfterSuite(func() {
 	if bootstrapClusterProxy != nil {
 		bootstrapClusterProxy.Dispose(ctx)
 	}
+}, func() {
+	if shared == nil {
+		return
+	}
+	Expect(shared.Stop()).To(Succeed())
 })
+
+// A run that failed anywhere keeps the stack's logs.
+var _ = ReportAfterSuite("the stack's logs", func(r Report) {
+	if shared != nil && r.SuiteSucceeded {
+		shared.RemoveState()
+	}
+})
+
+func loadE2EConfig() *clusterctl.E2EConfig {
+	return clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: "config/simulated.yaml"})
+}

@@ -46,42 +46,77 @@ type RunInput struct {
 // cluster with Cluster API's controllers, this provider's manager and the
 // simulated infrastructure), runs the tests, stops the stack and checks that
 // it left nothing on this machine. It returns the exit code
-// (os.Exit(framework.Run(...))). Hosts re-execute the test binary: Run
-// serves them first.
+// (os.Exit(framework.Run(...))).
 func Run(in RunInput) int {
-	host.RunIfHost()
-	if os.Geteuid() != 0 {
-		fmt.Println("e2e: needs root (namespaces, overlays, veth pairs); skipped")
+	if !Enter() {
 		return 0
 	}
-	stateDir, err := os.MkdirTemp("", "cabpk-e2e-")
+	shared, err := StartShared(in.ManagerArgs)
 	if err != nil {
-		fmt.Println(err)
+		fmt.Printf("e2e: %v\n", err)
 		return 1
 	}
-	start := time.Now()
-	st, err := stack.Start(context.Background(), stack.Options{StateDir: stateDir, ManagerArgs: in.ManagerArgs, Progress: os.Stdout})
-	if err != nil {
-		fmt.Printf("e2e: starting the stack: %v (logs in %s)\n", err, stateDir)
-		return 1
-	}
-	fmt.Printf("e2e: stack up in %s; logs in %s\n", time.Since(start).Round(time.Second), stateDir)
 	if in.Setup != nil {
-		in.Setup(st)
+		in.Setup(shared.Stack)
 	}
 	code := in.M.Run()
-	st.Stop()
-	// Stopped hosts leave nothing on this machine: no process (their PID
-	// namespaces died), no cgroup, mount, network interface or containerd
-	// root.
-	if left := st.Lab.Leftovers(); len(left) > 0 {
-		fmt.Printf("e2e: the stopped stack left these behind on this machine:\n  %s\n", strings.Join(left, "\n  "))
+	if err := shared.Stop(); err != nil {
+		fmt.Printf("e2e: %v\n", err)
 		code = 1
-	} else {
-		fmt.Println("e2e: nothing left behind (cgroups, mounts, network interfaces, containerd roots)")
 	}
 	if code == 0 {
-		_ = os.RemoveAll(stateDir)
+		shared.RemoveState()
 	}
 	return code
 }
+
+// Enter is where an e2e package's TestMain begins. Hosts re-execute the
+// test binary, so a host never returns from it; otherwise it says whether
+// this process can run the e2e (namespaces, overlays and veth pairs need
+// root).
+func Enter() bool {
+	host.RunIfHost()
+	if os.Geteuid() != 0 {
+		fmt.Println("e2e: needs root (namespaces, overlays, veth pairs); skipped")
+		return false
+	}
+	return true
+}
+
+// Shared is a stack that one process starts for all the tests of a package,
+// in a state directory of its own.
+type Shared struct {
+	*stack.Stack
+	stateDir string
+}
+
+// StartShared starts a stack with this provider's manager run with
+// managerArgs, printing its progress.
+func StartShared(managerArgs []string) (*Shared, error) {
+	stateDir, err := os.MkdirTemp("", "cabpk-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	st, err := stack.Start(context.Background(), stack.Options{StateDir: stateDir, ManagerArgs: managerArgs, Progress: os.Stdout})
+	if err != nil {
+		return nil, fmt.Errorf("starting the stack: %w (logs in %s)", err, stateDir)
+	}
+	fmt.Printf("e2e: stack up in %s; logs in %s\n", time.Since(start).Round(time.Second), stateDir)
+	return &Shared{Stack: st, stateDir: stateDir}, nil
+}
+
+// Stop stops the stack and checks that it left nothing on this machine.
+// Stopped hosts leave nothing: no process (their PID namespaces died), no
+// cgroup, mount, network interface or containerd root.
+func (s *Shared) Stop() error {
+	s.Stack.Stop()
+	if left := s.Lab.Leftovers(); len(left) > 0 {
+		return fmt.Errorf("the stopped stack left these behind on this machine:\n  %s", strings.Join(left, "\n  "))
+	}
+	fmt.Println("e2e: nothing left behind (cgroups, mounts, network interfaces, containerd roots)")
+	return nil
+}
+
+// RemoveState removes the stack's logs; a failed run keeps them.
+func (s *Shared) RemoveState() { _ = os.RemoveAll(s.stateDir) }

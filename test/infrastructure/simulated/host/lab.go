@@ -283,6 +283,15 @@ func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
 	return h, nil
 }
 
+// StateDir holds the hosts' directories (Dir).
+func (l *Lab) StateDir() string { return l.stateDir }
+
+// Dir is where the host of that name in a Lab's state directory keeps its
+// logs, which outlive it, and while it runs its containerd root and layers.
+// A process without the Lab, such as another process of a parallel test
+// suite, finds a host's logs there.
+func Dir(stateDir, name string) string { return filepath.Join(stateDir, name) }
+
 // Host returns the running host of that name, if any.
 func (l *Lab) Host(name string) *Host {
 	l.mu.Lock()
@@ -340,7 +349,7 @@ func (h *Host) setStatus(s Status) {
 
 func (h *Host) start(spec HostSpec, link string) error {
 	l := h.lab
-	dir := filepath.Join(l.stateDir, h.Name)
+	dir := Dir(l.stateDir, h.Name)
 	h.dir = dir
 	if err := os.MkdirAll(filepath.Join(dir, "layers"), 0o700); err != nil {
 		return err
