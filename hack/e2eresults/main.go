@@ -102,8 +102,9 @@ func results(r types.Report) string {
 		count[outcome(s.State)]++
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "`make test-e2e-capi` on this machine, %s, in %s: passed %d, failed %d, not run %d.\n\n",
-		r.StartTime.UTC().Format(time.DateOnly), minutes(r.RunTime), count["passed"], count["failed"], count["not run"])
+	fmt.Fprintf(&b, "`%s` on this machine, %s, in %s: passed %d, failed %d, not run %d.\n\n",
+		command(r.SuiteConfig), r.StartTime.UTC().Format(time.DateOnly), minutes(r.RunTime),
+		count["passed"], count["failed"], count["not run"])
 	b.WriteString("| spec |")
 	for _, f := range bootstrapv1.Formats {
 		fmt.Fprintf(&b, " %s |", f)
@@ -118,6 +119,15 @@ func results(r types.Report) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// command is how the run was made: specs run side by side finish sooner in
+// all, and each takes longer.
+func command(c types.SuiteConfig) string {
+	if c.ParallelTotal > 1 {
+		return fmt.Sprintf("make test-e2e-capi GINKGO_NODES=%d", c.ParallelTotal)
+	}
+	return "make test-e2e-capi"
 }
 
 // outcome is how the summary line counts a spec's state.

@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,10 @@ func TestResultsTable(t *testing.T) {
 		"| Quick start | passed, 4.6 min | failed, 2.0 min | not run |\n"
 	if got != want {
 		t.Errorf("results:\n%s\nwant:\n%s", got, want)
+	}
+
+	report.SuiteConfig.ParallelTotal = 3
+	if got, want := results(report), "`make test-e2e-capi GINKGO_NODES=3` on this machine,"; !strings.HasPrefix(got, want) {
+		t.Errorf("results of a parallel run start %q, want %q", got[:len(want)], want)
 	}
 }
