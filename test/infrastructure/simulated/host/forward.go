@@ -43,15 +43,7 @@ type Forward struct {
 // Forward listens on the address reserved for key, at port, and passes
 // every connection on to target (host:port on this machine). Close stops it.
 func (l *Lab) Forward(key string, port int, target string) (*Forward, error) {
-	addr, err := l.ReserveAddress(key)
-	if err != nil {
-		return nil, err
-	}
-	if err := run("ip", "addr", "replace", netip.PrefixFrom(addr, 32).String(), "dev", l.hostIf); err != nil {
-		l.ReleaseAddress(key)
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
+	ln, addr, err := l.listen(key, port)
 	if err != nil {
 		l.ReleaseAddress(key)
 		return nil, fmt.Errorf("forwarding %s: %w", key, err)
@@ -63,9 +55,28 @@ func (l *Lab) Forward(key string, port int, target string) (*Forward, error) {
 
 // Close stops forwarding and frees the address.
 func (f *Forward) Close() {
-	f.listener.Close()
-	_ = run("ip", "addr", "del", netip.PrefixFrom(f.Addr.Addr(), 32).String(), "dev", f.lab.hostIf)
+	f.lab.unlisten(f.listener, f.Addr.Addr())
 	f.lab.ReleaseAddress(f.key)
+}
+
+// listen listens at port on the address reserved for key, which it adds
+// to this machine's end of the lab network, where the hosts reach it.
+func (l *Lab) listen(key string, port int) (net.Listener, netip.Addr, error) {
+	addr, err := l.ReserveAddress(key)
+	if err != nil {
+		return nil, addr, err
+	}
+	if err := run("ip", "addr", "replace", netip.PrefixFrom(addr, 32).String(), "dev", l.hostIf); err != nil {
+		return nil, addr, err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
+	return ln, addr, err
+}
+
+// unlisten undoes listen but keeps the address reserved.
+func (l *Lab) unlisten(ln net.Listener, addr netip.Addr) {
+	ln.Close()
+	_ = run("ip", "addr", "del", netip.PrefixFrom(addr, 32).String(), "dev", l.hostIf)
 }
 
 func (f *Forward) serve() {

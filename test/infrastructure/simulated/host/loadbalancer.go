@@ -66,14 +66,7 @@ func (l *Lab) LoadBalancer(key string, port int) (*LoadBalancer, error) {
 		return lb, nil
 	}
 	l.mu.Unlock()
-	addr, err := l.ReserveAddress(key)
-	if err != nil {
-		return nil, err
-	}
-	if err := run("ip", "addr", "replace", netip.PrefixFrom(addr, 32).String(), "dev", l.hostIf); err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
+	ln, addr, err := l.listen(key, port)
 	if err != nil {
 		return nil, fmt.Errorf("the load balancer of %s: %w", key, err)
 	}
@@ -106,8 +99,7 @@ func (l *Lab) RemoveLoadBalancer(key string) {
 
 func (lb *LoadBalancer) close() {
 	close(lb.stop)
-	lb.listener.Close()
-	_ = run("ip", "addr", "del", netip.PrefixFrom(lb.Addr, 32).String(), "dev", lb.lab.hostIf)
+	lb.lab.unlisten(lb.listener, lb.Addr)
 }
 
 // add makes a host a backend; remove drops it.
