@@ -178,11 +178,16 @@ func (w *WorkloadCluster) ScalePool(name string, replicas int32) {
 // PoolTokenID is the ID (never the secret) of the bootstrap token in a
 // pool's KubeadmConfig spec, where the controller records it.
 func (w *WorkloadCluster) PoolTokenID(name string) string {
+	id, _, _ := strings.Cut(w.poolToken(name), ".")
+	return id
+}
+
+// poolToken is the whole token in the pool's KubeadmConfig spec.
+func (w *WorkloadCluster) poolToken(name string) string {
 	w.t.Helper()
 	cfg := &bootstrapv1.KubeadmConfig{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), cfg); err != nil {
 		w.t.Fatal(err)
 	}
-	id, _, _ := strings.Cut(cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token, ".")
-	return id
+	return cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package framework
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -76,7 +77,15 @@ func (w *WorkloadCluster) ExpectBooting(machine string) {
 func (w *WorkloadCluster) RotateAndScale(pool string, replicas int32, within time.Duration) {
 	w.t.Helper()
 	before := w.PoolTokenID(pool)
-	w.WaitFor(within, "the pool's token to rotate", func() bool { return w.PoolTokenID(pool) != before })
+	// Both providers write the new token into the spec before they render the
+	// data: an instance added in between would boot with the old token, which
+	// nobody keeps valid any longer, so the pool scales only once both hold
+	// the new one.
+	w.WaitFor(within, "the pool's token to rotate, in its spec and its data", func() bool {
+		tok := w.poolToken(pool)
+		data := w.DataSecretObjects()[pool].Data["value"]
+		return !strings.HasPrefix(tok, before+".") && bytes.Contains(data, []byte(tok))
+	})
 	old := len(w.SimulatedPool(pool).Status.Instances)
 	w.ScalePool(pool, replicas)
 	w.WaitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.CloudConfig}, replicas, 4*time.Minute)
