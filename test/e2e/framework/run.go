@@ -87,7 +87,6 @@ func Enter() bool {
 // in a state directory of its own.
 type Shared struct {
 	*stack.Stack
-	stateDir string
 }
 
 // StartShared starts a stack with this provider's manager run with
@@ -103,7 +102,7 @@ func StartShared(managerArgs []string) (*Shared, error) {
 		return nil, fmt.Errorf("starting the stack: %w (logs in %s)", err, stateDir)
 	}
 	fmt.Printf("e2e: stack up in %s; logs in %s\n", time.Since(start).Round(time.Second), stateDir)
-	return &Shared{Stack: st, stateDir: stateDir}, nil
+	return &Shared{Stack: st}, nil
 }
 
 // Stop stops the stack and checks that it left nothing on this machine.
@@ -119,4 +118,4 @@ func (s *Shared) Stop() error {
 }
 
 // RemoveState removes the stack's logs; a failed run keeps them.
-func (s *Shared) RemoveState() { _ = os.RemoveAll(s.stateDir) }
+func (s *Shared) RemoveState() { _ = os.RemoveAll(s.StateDir()) }
