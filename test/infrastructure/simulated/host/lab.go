@@ -305,7 +305,6 @@ type Host struct {
 	Name     string
 	Address  netip.Addr
 	balancer *LoadBalancer
-	LogPath  string
 
 	// cgroup names the host's cgroup; dir holds its logs and containerd root.
 	cgroup string
@@ -357,8 +356,7 @@ func (h *Host) start(spec HostSpec, link string) error {
 	if err := createCgroup(l.cgroups, h.cgroup); err != nil {
 		return err
 	}
-	h.LogPath = filepath.Join(dir, "host.log")
-	logFile, err := os.Create(h.LogPath)
+	logFile, err := os.Create(filepath.Join(dir, "host.log"))
 	if err != nil {
 		return err
 	}
