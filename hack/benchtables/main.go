@@ -84,6 +84,9 @@ type table struct {
 	file   string
 	header []string
 	rows   func(m *medians) [][]string
+	// notes, when set, are sentences under the table that compare its
+	// rows.
+	notes func(m *medians) []string
 }
 
 func (t table) begin() string {
@@ -110,6 +113,15 @@ func (t table) markdown(rs *results) (string, error) {
 	writeRow(&b, seps)
 	for _, r := range rows {
 		writeRow(&b, r)
+	}
+	if t.notes != nil {
+		notes := t.notes(m)
+		if m.err != nil {
+			return "", m.err
+		}
+		for _, n := range notes {
+			b.WriteString("\n" + n + "\n")
+		}
 	}
 	fmt.Fprintf(&b, "\n%s of %s; cpu: %s.\n", m.summary(), "`docs/developer/bench/"+t.file+"`", rs.cpu)
 	return b.String(), nil

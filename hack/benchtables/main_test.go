@@ -65,18 +65,66 @@ PASS
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
+	hasLines(t, text,
 		"| 100 | ours | 2.0 s | 2.04 | 2.00 | 2646 | 1.00 | 1.00 | 0.49 | 11.6 | 336 |",
 		"| 100 | upstream | 5.5 s | 12.61 | 10.11 | 7766 | 1.95 | 1.89 | 1.90 | 9.6 | 469 |",
 		"One run of `docs/developer/bench/scale.txt`; cpu: Test CPU.",
-	} {
+	)
+	if _, err := tableNamed(t, "renderers").markdown(rs); err == nil {
+		t.Error("the renderers' table was written from an output without their benchmarks")
+	}
+}
+
+// TestManyClusterTables reads the many-cluster runs' outputs and checks
+// their cells and the sentences that compare their rows.
+func TestManyClusterTables(t *testing.T) {
+	clusters := `cpu: Test CPU
+BenchmarkScaleClusters/shape=1x1000/impl=ours-2  	1	60000000000 ns/op	1000 configs	51.10 s-all-ready	50.00 s-floor	3.560 requests/config	3.550 writes/config	1.000 token-creates/config	1.000 tokens/config	23600 p50-ms	48100 p99-ms	48600 max-ms	17.10 heap-MB	90.00 rss-MB	369.0 goroutines	1.000 workload-conns	7.300 cpu-s	7.300 cpu-ms/config
+BenchmarkScaleClusters/shape=1000x1/impl=ours-2  	1	30000000000 ns/op	1000 configs	19.60 s-all-ready	20.00 s-floor	5.080 requests/config	4.000 writes/config	0 token-creates/config	0 tokens/config	8500 p50-ms	13100 p99-ms	13200 max-ms	118.6 heap-MB	300.0 rss-MB	2369.0 goroutines	1000 workload-conns	7.200 cpu-s	7.200 cpu-ms/config	28.00 new-cluster-init-ms	1100 new-cluster-join-ms
+`
+	text := markdownOf(t, "clusters", "clusters.txt", clusters)
+	hasLines(t, text,
+		"| 1×1000 | ours | 51.1 s | 50.0 s | 23.6 s | 48.1 s | 48.6 s | 3.56 | 3.55 | 1.00 | 7.3 | 17.1 | 369 | 1 | — |",
+		"| 1000×1 | ours | 19.6 s | 20.0 s | 8.50 s | 13.1 s | 13.2 s | 5.08 | 4.00 | 0.00 | 7.2 | 118.6 | 2369 | 1000 | 28.0 ms / 1.10 s |",
+		"Per workload cluster, ours (1000×1 against 1×1000): 104 KiB of live heap, 2.00 goroutines, 1.00 connections.",
+	)
+
+	oneCluster := strings.ReplaceAll(clusters, "shape=1000x1", "shape=1x10000")
+	text = markdownOf(t, "one-cluster", "one-cluster.txt", oneCluster)
+	// 19.6 s for ten times the configs: 0.04 of the time per config.
+	hasLines(t, text, "Per config, ours at 1×10000 against 1×1000 (1.00 is linear): time 0.04, requests 1.43, writes 1.13, CPU 0.99; all data in at 0.98× the floor.")
+
+	arrival := `cpu: Test CPU
+BenchmarkScaleArrival/clusters=1000/rate=10/impl=upstream-2  	1	300000000000 ns/op	3000 configs	300.0 s-all-ready	9.300 requests/config	8.140 writes/config	1.050 token-creates/config	1.050 tokens/config	2140 p50-ms	21100 p99-ms	24400 max-ms	138.0 heap-MB	351.0 rss-MB	2323 goroutines	1000 workload-conns	77.40 cpu-s	25.80 cpu-ms/config
+`
+	text = markdownOf(t, "arrival", "arrival.txt", arrival)
+	hasLines(t, text, "| upstream | 1000 | 3000 | 10 | 2.14 s | 21.1 s | 24.4 s | 9.30 | 8.14 | 1.05 | 25.8 | 138.0 | 351 | 2323 |")
+}
+
+func hasLines(t *testing.T, text string, lines ...string) {
+	t.Helper()
+	for _, want := range lines {
 		if !strings.Contains(text, want) {
 			t.Errorf("table:\n%s\nhas no line %q", text, want)
 		}
 	}
-	if _, err := tableNamed(t, "renderers").markdown(rs); err == nil {
-		t.Error("the renderers' table was written from an output without their benchmarks")
+}
+
+func markdownOf(t *testing.T, table, file, output string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), file)
+	if err := os.WriteFile(path, []byte(output), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	rs, err := read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := tableNamed(t, table).markdown(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
 }
 
 func TestDurationsKeepThreeSignificantDigits(t *testing.T) {

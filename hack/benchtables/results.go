@@ -127,6 +127,14 @@ func (m *medians) of(name, unit string) float64 {
 	return benchmath.AssumeNothing.Summary(sample, 0.95).Center
 }
 
+// optional reads a measurement that some runs do not report.
+func (m *medians) optional(name, unit string) (float64, bool) {
+	if len(m.results.values[name][unit]) == 0 {
+		return 0, false
+	}
+	return m.of(name, unit), true
+}
+
 // summary says what the cells are: one run's values or medians.
 func (m *medians) summary() string {
 	if m.runs <= 1 {

@@ -52,6 +52,23 @@ var tables = []table{
 		header: []string{"N", "impl", "all data in", "requests / config", "writes / config", "bytes written / config", "token creates / config", "tokens left / config", "CPU s", "heap MB", "goroutines"},
 		rows:   scaleRows,
 	},
+	{
+		name: "clusters", file: "clusters.txt",
+		header: []string{"shape C×M", "impl", "all data in", "floor", "p50", "p99", "max", "requests / config", "writes / config", "token creates / config", "CPU ms / config", "heap MB", "goroutines", "workload conns", "new cluster: init / join"},
+		rows:   clustersRows,
+		notes:  perWorkloadCluster,
+	},
+	{
+		name: "arrival", file: "arrival.txt",
+		header: []string{"impl", "clusters", "machines", "a second", "p50", "p99", "max", "requests / config", "writes / config", "token creates / config", "CPU ms / config", "heap MB", "RSS MB", "goroutines"},
+		rows:   arrivalRows,
+	},
+	{
+		name: "one-cluster", file: "one-cluster.txt",
+		header: []string{"shape C×M", "impl", "all data in", "floor", "p50", "p99", "requests / config", "writes / config", "CPU ms / config", "heap MB", "RSS MB"},
+		rows:   oneClusterRows,
+		notes:  perConfigGrowth,
+	},
 }
 
 // sideBySide is a renderer's rows: each size and action, ours beside
@@ -111,6 +128,129 @@ func scaleRows(m *medians) [][]string {
 		))
 	}
 	return rows
+}
+
+// clusterRuns are a many-cluster output's runs, in its order.
+func clusterRuns(m *medians) []clusterRun {
+	var runs []clusterRun
+	for _, rest := range m.results.withPrefix("ScaleClusters/") {
+		kv := keyValues(rest) // shape, impl
+		r := clusterRun{name: "ScaleClusters/" + rest, impl: kv[1]}
+		if _, err := fmt.Sscanf(kv[0], "%dx%d", &r.clusters, &r.machines); err != nil {
+			m.err = fmt.Errorf("%s: the shape is not CxM", r.name)
+			return nil
+		}
+		runs = append(runs, r)
+	}
+	return runs
+}
+
+// clusterRun is one implementation's run of one shape: C clusters of M
+// machines.
+type clusterRun struct {
+	name               string
+	impl               string
+	clusters, machines int
+}
+
+func (r clusterRun) shape() string { return fmt.Sprintf("%d×%d", r.clusters, r.machines) }
+
+// clustersRows are the burst's runs, each shape's implementations in turn.
+func clustersRows(m *medians) [][]string {
+	var rows [][]string
+	for _, r := range clusterRuns(m) {
+		newCluster := "—"
+		if init, ok := m.optional(r.name, "new-cluster-init-ms"); ok {
+			newCluster = duration(init*1e6) + " / " + duration(m.of(r.name, "new-cluster-join-ms")*1e6)
+		}
+		rows = append(rows, []string{
+			r.shape(), r.impl, seconds(m.of(r.name, "s-all-ready")), seconds(m.of(r.name, "s-floor")),
+			duration(m.of(r.name, "p50-ms") * 1e6), duration(m.of(r.name, "p99-ms") * 1e6), duration(m.of(r.name, "max-ms") * 1e6),
+			fixed(m.of(r.name, "requests/config")), fixed(m.of(r.name, "writes/config")), fixed(m.of(r.name, "token-creates/config")),
+			fmt.Sprintf("%.1f", m.of(r.name, "cpu-ms/config")), fmt.Sprintf("%.1f", m.of(r.name, "heap-MB")),
+			count(m.of(r.name, "goroutines")), count(m.of(r.name, "workload-conns")), newCluster,
+		})
+	}
+	return rows
+}
+
+// perWorkloadCluster compares one cluster of N machines with N clusters of
+// one: what each more workload cluster costs the manager.
+func perWorkloadCluster(m *medians) []string {
+	var notes []string
+	for _, p := range pairs(m, func(x, y clusterRun) bool {
+		return x.clusters == 1 && y.machines == 1 && y.clusters == x.machines && y.clusters > 1
+	}) {
+		x, y := p[0], p[1]
+		extra := float64(y.clusters - x.clusters)
+		per := func(unit string) float64 { return (m.of(y.name, unit) - m.of(x.name, unit)) / extra }
+		notes = append(notes, fmt.Sprintf("Per workload cluster, %s (%s against %s): %s of live heap, %.2f goroutines, %.2f connections.",
+			x.impl, y.shape(), x.shape(), size(per("heap-MB")*1024*1024), per("goroutines"), per("workload-conns")))
+	}
+	return notes
+}
+
+// pairs are the pairs of one implementation's runs that keep takes, in
+// the output's order.
+func pairs(m *medians, keep func(x, y clusterRun) bool) [][2]clusterRun {
+	var out [][2]clusterRun
+	runs := clusterRuns(m)
+	for _, x := range runs {
+		for _, y := range runs {
+			if x.impl == y.impl && keep(x, y) {
+				out = append(out, [2]clusterRun{x, y})
+			}
+		}
+	}
+	return out
+}
+
+// arrivalRows are the steady arrival's runs.
+func arrivalRows(m *medians) [][]string {
+	var rows [][]string
+	for _, rest := range m.results.withPrefix("ScaleArrival/") {
+		name := "ScaleArrival/" + rest
+		kv := keyValues(rest) // clusters, rate, impl
+		rows = append(rows, []string{
+			kv[2], kv[0], count(m.of(name, "configs")), kv[1],
+			duration(m.of(name, "p50-ms") * 1e6), duration(m.of(name, "p99-ms") * 1e6), duration(m.of(name, "max-ms") * 1e6),
+			fixed(m.of(name, "requests/config")), fixed(m.of(name, "writes/config")), fixed(m.of(name, "token-creates/config")),
+			fmt.Sprintf("%.1f", m.of(name, "cpu-ms/config")), fmt.Sprintf("%.1f", m.of(name, "heap-MB")),
+			count(m.of(name, "rss-MB")), count(m.of(name, "goroutines")),
+		})
+	}
+	return rows
+}
+
+// oneClusterRows are the runs of one cluster of growing size.
+func oneClusterRows(m *medians) [][]string {
+	var rows [][]string
+	for _, r := range clusterRuns(m) {
+		rows = append(rows, []string{
+			r.shape(), r.impl, seconds(m.of(r.name, "s-all-ready")), seconds(m.of(r.name, "s-floor")),
+			duration(m.of(r.name, "p50-ms") * 1e6), duration(m.of(r.name, "p99-ms") * 1e6),
+			fixed(m.of(r.name, "requests/config")), fixed(m.of(r.name, "writes/config")),
+			fmt.Sprintf("%.1f", m.of(r.name, "cpu-ms/config")), fmt.Sprintf("%.1f", m.of(r.name, "heap-MB")), count(m.of(r.name, "rss-MB")),
+		})
+	}
+	return rows
+}
+
+// perConfigGrowth compares one cluster's runs of different sizes: how
+// each cost per config grows with the machines (1.00 is linear).
+func perConfigGrowth(m *medians) []string {
+	var notes []string
+	for _, p := range pairs(m, func(x, y clusterRun) bool {
+		return x.clusters == 1 && y.clusters == 1 && y.machines > x.machines
+	}) {
+		x, y := p[0], p[1]
+		growth := func(unit string) float64 { return m.of(y.name, unit) / m.of(x.name, unit) }
+		timeGrowth := growth("s-all-ready") * float64(x.machines) / float64(y.machines)
+		notes = append(notes, fmt.Sprintf("Per config, %s at %s against %s (1.00 is linear): time %.2f, requests %.2f, writes %.2f, CPU %.2f; all data in at %.2f× the floor.",
+			x.impl, y.shape(), x.shape(), timeGrowth, growth("requests/config"), growth("writes/config"), growth("cpu-ms/config"),
+			m.of(y.name, "s-all-ready")/m.of(y.name, "s-floor")))
+	}
+	return notes
 }
 
 // keyValues are the values of a sub-benchmark name's key=value parts.

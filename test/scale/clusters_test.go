@@ -525,6 +525,7 @@ func (r clustersResult) configs() int {
 func (r clustersResult) report(b *testing.B) {
 	n := float64(r.configs())
 	total, writes := r.counts.Total()
+	b.ReportMetric(n, "configs")
 	b.ReportMetric(r.wall.Seconds(), "s-all-ready")
 	if r.floor > 0 {
 		b.ReportMetric(r.floor.Seconds(), "s-floor")
