@@ -71,6 +71,7 @@ import (
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/cloud"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
 )
 
@@ -195,6 +196,12 @@ func (m *Management) startClusterAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The simulated provider asks the Lab over its API, as it would from
+	// a management cluster's Pods.
+	labCloud, err := cloud.NewClient(m.cloudURL)
+	if err != nil {
+		return err
+	}
 	if err := setupClusterAPIWebhooks(mgr, cache, m.first); err != nil {
 		return err
 	}
@@ -241,16 +248,16 @@ func (m *Management) startClusterAPI(ctx context.Context) error {
 			}).SetupWithManager(ctx, mgr, kcpOpts)
 		},
 		func() error {
-			return (&controllers.ClusterReconciler{Client: mgr.GetClient(), Lab: m.lab}).SetupWithManager(mgr)
+			return (&controllers.ClusterReconciler{Client: mgr.GetClient(), Cloud: labCloud}).SetupWithManager(mgr)
 		},
 		func() error {
-			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Lab: m.lab}).SetupWithManager(mgr)
+			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Cloud: labCloud}).SetupWithManager(mgr)
 		},
 		func() error {
-			return (&controllers.MachinePoolReconciler{Client: mgr.GetClient(), Lab: m.lab}).SetupWithManager(mgr)
+			return (&controllers.MachinePoolReconciler{Client: mgr.GetClient(), Cloud: labCloud}).SetupWithManager(mgr)
 		},
 		func() error {
-			return (&controllers.NetworkReconciler{Client: mgr.GetClient(), Lab: m.lab, ClusterCache: cache}).SetupWithManager(mgr)
+			return (&controllers.NetworkReconciler{Client: mgr.GetClient(), Cloud: labCloud, ClusterCache: cache}).SetupWithManager(mgr)
 		},
 	} {
 		if err := setup(); err != nil {

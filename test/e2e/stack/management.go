@@ -61,7 +61,9 @@ type Management struct {
 	binDir     string // binaries built once for the stack
 	managerBin string
 	lab        *host.Lab
-	progress   func(string)
+	// cloudURL is the Lab's API, which its simulated provider asks.
+	cloudURL string
+	progress func(string)
 	// first is the management cluster whose Cluster API manager owns the
 	// process-wide settings (controller-runtime's logger, Cluster API's
 	// conversion version getter).

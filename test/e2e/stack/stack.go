@@ -35,6 +35,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/cloud"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
@@ -55,6 +56,9 @@ type Options struct {
 type Stack struct {
 	*Management
 	Lab *host.Lab
+	// Cloud serves the Lab's API; every management cluster's simulated
+	// provider asks it for hosts and load balancers.
+	Cloud *cloud.Server
 
 	opts   Options
 	mu     sync.Mutex
@@ -122,9 +126,12 @@ func (s *Stack) start(ctx context.Context) error {
 	if s.Lab, err = host.NewLab(labOpts); err != nil {
 		return err
 	}
+	if s.Cloud, err = cloud.Serve(s.Lab); err != nil {
+		return err
+	}
 	s.Management = &Management{
 		Name: "management", dir: s.opts.StateDir, binDir: s.opts.StateDir, managerBin: managerBin,
-		lab: s.Lab, progress: s.progress, first: true,
+		lab: s.Lab, cloudURL: s.Cloud.URL, progress: s.progress, first: true,
 	}
 	return s.Management.start(ctx, s.opts.ManagerArgs)
 }
@@ -142,7 +149,7 @@ func (s *Stack) StartManagement(ctx context.Context, name string, managerArgs ..
 		return nil, err
 	}
 	m := &Management{
-		Name: name, dir: dir, binDir: s.opts.StateDir, managerBin: s.managerBin, lab: s.Lab,
+		Name: name, dir: dir, binDir: s.opts.StateDir, managerBin: s.managerBin, lab: s.Lab, cloudURL: s.Cloud.URL,
 		progress: func(msg string) { s.progress(name + ": " + msg) },
 	}
 	s.mu.Lock()
@@ -163,6 +170,9 @@ func (s *Stack) progress(msg string) {
 
 // Stop stops everything the stack started: hosts, the management clusters.
 func (s *Stack) Stop() {
+	if s.Cloud != nil {
+		_ = s.Cloud.Close()
+	}
 	if s.Lab != nil {
 		s.Lab.Close()
 	}

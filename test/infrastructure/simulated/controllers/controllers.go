@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/annotations"
 
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/cloud"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
@@ -62,7 +63,7 @@ func clusterNameOf(sc *infrav1.SimulatedCluster) string {
 // ClusterReconciler reconciles SimulatedClusters.
 type ClusterReconciler struct {
 	Client client.Client
-	Lab    *host.Lab
+	Cloud  cloud.Cloud
 }
 
 // SetupWithManager registers the reconciler.
@@ -81,7 +82,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	key := endpointKey(sc.Namespace, clusterNameOf(sc))
 	if !sc.DeletionTimestamp.IsZero() {
-		r.Lab.RemoveLoadBalancer(key)
+		if err := r.Cloud.RemoveLoadBalancer(ctx, key); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{}, removeFinalizer(ctx, r.Client, sc, infrav1.ClusterFinalizer)
 	}
 	if controllerutil.AddFinalizer(sc, infrav1.ClusterFinalizer) {
@@ -91,12 +94,12 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	// The endpoint is a load balancer over the control-plane hosts, which
 	// come and go while it stays.
-	lb, err := r.Lab.LoadBalancer(key, APIServerPort)
+	addr, err := r.Cloud.LoadBalancer(ctx, key, APIServerPort)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if sc.Spec.ControlPlaneEndpoint.Host != lb.Addr.String() {
-		sc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: lb.Addr.String(), Port: APIServerPort}
+	if sc.Spec.ControlPlaneEndpoint.Host != addr.String() {
+		sc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: addr.String(), Port: APIServerPort}
 		if err := r.Client.Update(ctx, sc); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -148,7 +151,7 @@ func removeFinalizer(ctx context.Context, c client.Client, o client.Object, f st
 // MachineReconciler reconciles SimulatedMachines.
 type MachineReconciler struct {
 	Client client.Client
-	Lab    *host.Lab
+	Cloud  cloud.Cloud
 }
 
 // SetupWithManager registers the reconciler; Machines wake their
@@ -186,8 +189,8 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return res, err
 	}
 	if !sm.DeletionTimestamp.IsZero() {
-		if h := r.Lab.Host(hostKey(sm)); h != nil {
-			h.Stop()
+		if err := r.Cloud.StopHost(ctx, hostKey(sm)); err != nil {
+			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, removeFinalizer(ctx, r.Client, sm, infrav1.MachineFinalizer)
 	}
@@ -200,8 +203,11 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 	}
-	h := r.Lab.Host(hostKey(sm))
-	if h == nil && sm.Spec.ProviderID == "" {
+	h, running, err := r.Cloud.Host(ctx, hostKey(sm))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !running && sm.Spec.ProviderID == "" {
 		if machine.Spec.Bootstrap.DataSecretName == nil {
 			return ctrl.Result{}, r.setHostStatus(ctx, sm, host.Status{Phase: infrav1.HostPending, Message: "waiting for bootstrap data"})
 		}
@@ -209,35 +215,37 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: sm.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
 			return ctrl.Result{}, err
 		}
-		spec := host.HostSpec{
+		spec := cloud.HostSpec{
 			Name:       hostKey(sm),
 			Hostname:   machine.Name,
 			InstanceID: InstanceID(sm.Namespace, sm.Name),
 			Data:       secret.Data,
 		}
 		if util.IsControlPlaneMachine(machine) {
-			if spec.LoadBalancer, err = r.Lab.LoadBalancer(endpointKey(sm.Namespace, machine.Spec.ClusterName), APIServerPort); err != nil {
+			spec.LoadBalancer = endpointKey(sm.Namespace, machine.Spec.ClusterName)
+			if _, err := r.Cloud.LoadBalancer(ctx, spec.LoadBalancer, APIServerPort); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
 		if sm.Spec.BootDelay != nil {
 			spec.BootDelay = sm.Spec.BootDelay.Duration
 		}
-		if h, err = r.Lab.StartHost(spec); err != nil {
+		if h, err = r.Cloud.StartHost(ctx, spec); err != nil {
 			return ctrl.Result{}, fmt.Errorf("booting host: %w", err)
 		}
+		running = true
 		sm.Spec.ProviderID = ProviderID(sm.Namespace, sm.Name)
 		if err := r.Client.Update(ctx, sm); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if h == nil {
+	if !running {
 		// The provider ID is set but the host is gone (the Lab restarted).
 		return ctrl.Result{}, r.setHostStatus(ctx, sm, host.Status{Phase: infrav1.HostFailed, Message: "the host is gone"})
 	}
 	sm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: h.Address.String()}}
 	sm.Status.Initialization.Provisioned = ptr.To(true)
-	st := h.Status()
+	st := h.Status
 	if err := r.setHostStatus(ctx, sm, st); err != nil {
 		return ctrl.Result{}, err
 	}

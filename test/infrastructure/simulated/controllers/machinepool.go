@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/cloud"
 )
 
 // MachinePoolReconciler reconciles SimulatedMachinePools: a pool keeps as
@@ -48,7 +48,7 @@ import (
 // Scaling down removes the oldest instances first.
 type MachinePoolReconciler struct {
 	Client client.Client
-	Lab    *host.Lab
+	Cloud  cloud.Cloud
 }
 
 // SetupWithManager registers the reconciler; MachinePools wake their pool.
@@ -86,8 +86,8 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	if !pool.DeletionTimestamp.IsZero() {
 		for _, in := range pool.Status.Instances {
-			if h := r.Lab.Host(instanceKey(pool, in.Name)); h != nil {
-				h.Stop()
+			if err := r.Cloud.StopHost(ctx, instanceKey(pool, in.Name)); err != nil {
+				return ctrl.Result{}, err
 			}
 		}
 		return ctrl.Result{}, removeFinalizer(ctx, r.Client, pool, infrav1.MachinePoolFinalizer)
@@ -114,7 +114,9 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	want := int(ptr.Deref(mp.Spec.Replicas, 1))
 	instances := slices.Clone(pool.Status.Instances)
 	if len(instances) == 0 {
-		instances = r.runningInstances(pool)
+		if instances, err = r.runningInstances(ctx, pool); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	var retired []infrav1.SimulatedInstance
 	if len(instances) > want {
@@ -130,18 +132,21 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 	for _, in := range retired {
-		if h := r.Lab.Host(instanceKey(pool, in.Name)); h != nil {
-			h.Stop()
+		if err := r.Cloud.StopHost(ctx, instanceKey(pool, in.Name)); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 
 	settled := true
 	for i := range pool.Status.Instances {
 		in := &pool.Status.Instances[i]
-		h := r.Lab.Host(instanceKey(pool, in.Name))
+		h, running, err := r.Cloud.Host(ctx, instanceKey(pool, in.Name))
+		if err != nil {
+			return ctrl.Result{}, err
+		}
 		switch {
-		case h == nil && in.HostPhase == infrav1.HostPending:
-			if h, err = r.Lab.StartHost(host.HostSpec{
+		case !running && in.HostPhase == infrav1.HostPending:
+			if h, err = r.Cloud.StartHost(ctx, cloud.HostSpec{
 				Name:       instanceKey(pool, in.Name),
 				Hostname:   in.Name,
 				InstanceID: InstanceID(pool.Namespace, in.Name),
@@ -151,11 +156,11 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 				return ctrl.Result{}, fmt.Errorf("booting instance %s: %w", in.Name, err)
 			}
 			in.DataSecretVersion = secret.ResourceVersion
-		case h == nil:
+		case !running:
 			in.HostPhase, in.HostMessage = infrav1.HostFailed, "the host is gone"
 			continue
 		}
-		st := h.Status()
+		st := h.Status
 		in.HostPhase, in.HostMessage = st.Phase, st.Message
 		if st.Consumer != "" {
 			in.Consumer = st.Consumer
@@ -190,17 +195,23 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // runningInstances finds a pool's instances from its provider IDs, as a
 // cloud lists a scaling group's: a pool whose status was lost (clusterctl
 // move and restores copy no status) keeps the hosts it had.
-func (r *MachinePoolReconciler) runningInstances(pool *infrav1.SimulatedMachinePool) []infrav1.SimulatedInstance {
+func (r *MachinePoolReconciler) runningInstances(ctx context.Context, pool *infrav1.SimulatedMachinePool) ([]infrav1.SimulatedInstance, error) {
 	var instances []infrav1.SimulatedInstance
 	prefix := ProviderID(pool.Namespace, "")
 	for _, id := range pool.Spec.ProviderIDList {
 		name, ok := strings.CutPrefix(id, prefix)
-		if !ok || r.Lab.Host(instanceKey(pool, name)) == nil {
+		if !ok {
 			continue
 		}
-		instances = append(instances, infrav1.SimulatedInstance{Name: name, HostPhase: infrav1.HostBooting})
+		_, running, err := r.Cloud.Host(ctx, instanceKey(pool, name))
+		if err != nil {
+			return nil, err
+		}
+		if running {
+			instances = append(instances, infrav1.SimulatedInstance{Name: name, HostPhase: infrav1.HostBooting})
+		}
 	}
-	return instances
+	return instances, nil
 }
 
 func (r *MachinePoolReconciler) updateStatus(ctx context.Context, pool *infrav1.SimulatedMachinePool) error {

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/cloud"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
@@ -48,7 +49,7 @@ import (
 // conntrack.maxPerCore: 0 once kubeadm created it.
 type NetworkReconciler struct {
 	Client       client.Client
-	Lab          *host.Lab
+	Cloud        cloud.Cloud
 	ClusterCache clustercache.ClusterCache
 }
 
@@ -82,13 +83,19 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: networkResync}, nil //nolint:nilerr // as above
 	}
 	type member struct {
-		host          *host.Host
+		host          string
 		cidr, address string
 	}
 	var members []member
 	for _, n := range nodes.Items {
-		h := r.Lab.Host(hostKeyOfProviderID(n.Spec.ProviderID))
-		if h == nil && strings.HasPrefix(n.Spec.ProviderID, providerIDPrefix) {
+		var h cloud.Instance
+		running := false
+		if key := hostKeyOfProviderID(n.Spec.ProviderID); key != "" {
+			if h, running, err = r.Cloud.Host(ctx, key); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		if !running && strings.HasPrefix(n.Spec.ProviderID, providerIDPrefix) {
 			// The instance is gone: its Node goes too, as a cloud
 			// controller manager's node lifecycle controller does (Cluster
 			// API deletes the Nodes of Machines itself, but a MachinePool
@@ -98,10 +105,10 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			}
 			continue
 		}
-		if h == nil {
+		if !running {
 			continue // not one of ours (its kubelet has no provider ID)
 		}
-		m := member{host: h, cidr: n.Spec.PodCIDR}
+		m := member{host: h.Name, cidr: n.Spec.PodCIDR}
 		for _, a := range n.Status.Addresses {
 			if a.Type == corev1.NodeInternalIP {
 				m.address = a.Address
@@ -119,7 +126,7 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				n.Routes[peer.cidr] = peer.address
 			}
 		}
-		if err := m.host.SetPodNetwork(n); err != nil {
+		if err := r.Cloud.SetPodNetwork(ctx, m.host, n); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

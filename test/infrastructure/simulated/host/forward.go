@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -57,6 +58,36 @@ func (l *Lab) Forward(key string, port int, target string) (*Forward, error) {
 func (f *Forward) Close() {
 	f.lab.unlisten(f.listener, f.Addr.Addr())
 	f.lab.ReleaseAddress(f.key)
+}
+
+// Listen listens at port on an address of the lab reserved for key, where
+// the hosts and their pods reach a service of this machine (the simulated
+// cloud's API). Closing the listener frees the address.
+func (l *Lab) Listen(key string, port int) (net.Listener, error) {
+	ln, addr, err := l.listen(key, port)
+	if err != nil {
+		l.ReleaseAddress(key)
+		return nil, fmt.Errorf("listening for %s: %w", key, err)
+	}
+	return &labListener{Listener: ln, lab: l, key: key, addr: addr}, nil
+}
+
+// labListener is a listener on an address of the lab that frees the
+// address when it closes.
+type labListener struct {
+	net.Listener
+	lab  *Lab
+	key  string
+	addr netip.Addr
+	once sync.Once
+}
+
+func (ln *labListener) Close() error {
+	ln.once.Do(func() {
+		ln.lab.unlisten(ln.Listener, ln.addr)
+		ln.lab.ReleaseAddress(ln.key)
+	})
+	return nil
 }
 
 // listen listens at port on the address reserved for key, which it adds

@@ -34,9 +34,9 @@ import (
 // through that node's address.
 type PodNetwork struct {
 	// PodCIDR is the node's own (Node.spec.podCIDR).
-	PodCIDR string
+	PodCIDR string `json:"podCIDR,omitempty"`
 	// Routes maps the other nodes' pod CIDRs to their lab addresses.
-	Routes map[string]string
+	Routes map[string]string `json:"routes,omitempty"`
 }
 
 // cniConfigFile is the node's CNI configuration: a bridge with host-local
