@@ -29,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
@@ -54,22 +53,9 @@ type Cloud interface {
 // ErrNoHost says that no host of the name asked for runs.
 var ErrNoHost = errors.New("no such host")
 
-// HostSpec is what a host boots with.
-type HostSpec struct {
-	// Name is the host's key in the Lab.
-	Name string `json:"name"`
-	// Hostname is the host's hostname.
-	Hostname string `json:"hostname"`
-	// InstanceID is the instance-id in the host's metadata.
-	InstanceID string `json:"instanceID"`
-	// LoadBalancer, when set, is the key of a load balancer the host
-	// serves behind while it runs (its cluster's control-plane endpoint).
-	LoadBalancer string `json:"loadBalancer,omitempty"`
-	// BootDelay delays running the bootstrap data.
-	BootDelay time.Duration `json:"bootDelay,omitempty"`
-	// Data is the bootstrap data secret's data.
-	Data map[string][]byte `json:"data"`
-}
+// HostSpec is what a host boots with: the Lab's own, named by the load
+// balancer's key.
+type HostSpec = host.HostSpec
 
 // Instance is a running host as the cloud reports it.
 type Instance struct {
@@ -97,13 +83,7 @@ func (l local) RemoveLoadBalancer(_ context.Context, key string) error {
 }
 
 func (l local) StartHost(_ context.Context, spec HostSpec) (Instance, error) {
-	hs := host.HostSpec{Name: spec.Name, Hostname: spec.Hostname, InstanceID: spec.InstanceID, BootDelay: spec.BootDelay, Data: spec.Data}
-	if spec.LoadBalancer != "" {
-		if hs.LoadBalancer = l.lab.LoadBalancerOf(spec.LoadBalancer); hs.LoadBalancer == nil {
-			return Instance{}, fmt.Errorf("host %s: no load balancer %s", spec.Name, spec.LoadBalancer)
-		}
-	}
-	h, err := l.lab.StartHost(hs)
+	h, err := l.lab.StartHost(spec)
 	if err != nil {
 		return Instance{}, err
 	}

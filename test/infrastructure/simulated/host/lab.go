@@ -240,18 +240,18 @@ func lastAddress(p netip.Prefix) netip.Addr {
 // HostSpec is what a host is started with.
 type HostSpec struct {
 	// Name is the key of the Lab's host table.
-	Name string
+	Name string `json:"name"`
 	// Hostname is the host's hostname.
-	Hostname string
-	// LoadBalancer, when set, makes the host a backend of that load
-	// balancer (its cluster's control-plane endpoint) while it runs.
-	LoadBalancer *LoadBalancer
+	Hostname string `json:"hostname"`
+	// LoadBalancer, when set, is the key of a load balancer the host is a
+	// backend of while it runs (its cluster's control-plane endpoint).
+	LoadBalancer string `json:"loadBalancer,omitempty"`
 	// InstanceID is the host's instance-id in its metadata.
-	InstanceID string
+	InstanceID string `json:"instanceID"`
 	// BootDelay delays running the bootstrap data.
-	BootDelay time.Duration
+	BootDelay time.Duration `json:"bootDelay,omitempty"`
 	// Data is the bootstrap data secret's Data (value, format, ...).
-	Data map[string][]byte
+	Data map[string][]byte `json:"data"`
 }
 
 // StartHost boots a host. It is an error if a host of that name runs.
@@ -261,6 +261,13 @@ func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("host %s already runs", spec.Name)
 	}
+	var balancer *LoadBalancer
+	if spec.LoadBalancer != "" {
+		if balancer = l.balancers[spec.LoadBalancer]; balancer == nil {
+			l.mu.Unlock()
+			return nil, fmt.Errorf("host %s: no load balancer %s", spec.Name, spec.LoadBalancer)
+		}
+	}
 	addr, err := l.allocateLocked(spec.Name)
 	if err != nil {
 		l.mu.Unlock()
@@ -269,7 +276,7 @@ func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
 	l.nextLink++
 	link := fmt.Sprintf("h%d", l.nextLink)
 	h := &Host{lab: l, Name: spec.Name, Address: addr, phase: infrav1.HostBooting,
-		cgroup: l.cgroupPrefix + link, balancer: spec.LoadBalancer}
+		cgroup: l.cgroupPrefix + link, balancer: balancer}
 	l.hosts[spec.Name] = h
 	l.mu.Unlock()
 

@@ -85,13 +85,6 @@ func (l *Lab) LoadBalancer(key string, port int) (*LoadBalancer, error) {
 	return lb, nil
 }
 
-// LoadBalancerOf returns the load balancer of key, nil if there is none.
-func (l *Lab) LoadBalancerOf(key string) *LoadBalancer {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.balancers[key]
-}
-
 // RemoveLoadBalancer stops the load balancer of key and frees its address.
 func (l *Lab) RemoveLoadBalancer(key string) {
 	l.mu.Lock()
