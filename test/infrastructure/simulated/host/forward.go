@@ -35,8 +35,6 @@ import (
 type Forward struct {
 	Addr netip.AddrPort
 
-	lab      *Lab
-	key      string
 	target   string
 	listener net.Listener
 }
@@ -44,26 +42,30 @@ type Forward struct {
 // Forward listens on the address reserved for key, at port, and passes
 // every connection on to target (host:port on this machine). Close stops it.
 func (l *Lab) Forward(key string, port int, target string) (*Forward, error) {
-	ln, addr, err := l.listen(key, port)
+	ln, err := l.listenFreeing(key, port)
 	if err != nil {
-		l.ReleaseAddress(key)
-		return nil, fmt.Errorf("forwarding %s: %w", key, err)
+		return nil, err
 	}
-	f := &Forward{Addr: netip.AddrPortFrom(addr, uint16(port)), lab: l, key: key, target: target, listener: ln}
+	f := &Forward{Addr: netip.AddrPortFrom(ln.addr, uint16(port)), target: target, listener: ln}
 	go f.serve()
 	return f, nil
 }
 
 // Close stops forwarding and frees the address.
-func (f *Forward) Close() {
-	f.lab.unlisten(f.listener, f.Addr.Addr())
-	f.lab.ReleaseAddress(f.key)
-}
+func (f *Forward) Close() { _ = f.listener.Close() }
 
 // Listen listens at port on an address of the lab reserved for key, where
 // the hosts and their pods reach a service of this machine (the simulated
 // cloud's API). Closing the listener frees the address.
 func (l *Lab) Listen(key string, port int) (net.Listener, error) {
+	ln, err := l.listenFreeing(key, port)
+	if err != nil {
+		return nil, err
+	}
+	return ln, nil
+}
+
+func (l *Lab) listenFreeing(key string, port int) (*labListener, error) {
 	ln, addr, err := l.listen(key, port)
 	if err != nil {
 		l.ReleaseAddress(key)
