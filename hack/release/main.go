@@ -58,12 +58,6 @@ import (
 // upstream names its kubeadm bootstrap controller.
 const ImageName = "cluster-api-kubeadm-bootstrap-controller"
 
-// The user the manager runs as: distroless's nonroot.
-const (
-	nonrootUID = 65532
-	nonrootGID = 65532
-)
-
 type options struct {
 	out       string
 	registry  string
@@ -164,35 +158,14 @@ func buildManager(platform v1.Platform) ([]byte, error) {
 	return os.ReadFile(out)
 }
 
-// Image is the manager image: one layer with /manager and the passwd and
-// group entries of the non-root user it runs as, on an empty base.
+// Image is the manager image: /manager alone, run as a non-root user, on an
+// empty base.
 func Image(binary []byte, platform v1.Platform, version string) (v1.Image, error) {
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", nonrootUID, nonrootGID)
-	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", nonrootGID)
-	home := ociimage.Dir("home/nonroot", 0o700)
-	home.UID, home.GID = nonrootUID, nonrootGID
-	layer, err := ociimage.Layer([]ociimage.Entry{
-		ociimage.Dir("etc", 0o755),
-		ociimage.File("etc/passwd", 0o644, []byte(passwd)),
-		ociimage.File("etc/group", 0o644, []byte(group)),
-		ociimage.Dir("home", 0o755),
-		home,
-		ociimage.Dir("tmp", 0o1777),
-		ociimage.File("manager", 0o755, binary),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ociimage.Image([]v1.Layer{layer}, platform, v1.Config{
-		Entrypoint: []string{"/manager"},
-		User:       fmt.Sprintf("%d:%d", nonrootUID, nonrootGID),
-		WorkingDir: "/",
-		Labels: map[string]string{
-			"org.opencontainers.image.title":       ImageName,
-			"org.opencontainers.image.description": "Cluster API kubeadm bootstrap provider with pluggable bootstrap formats (cloud-config, ignition, raw)",
-			"org.opencontainers.image.version":     version,
-			"org.opencontainers.image.licenses":    "Apache-2.0",
-		},
+	return ociimage.StaticBinary(binary, "manager", platform, map[string]string{
+		"org.opencontainers.image.title":       ImageName,
+		"org.opencontainers.image.description": "Cluster API kubeadm bootstrap provider with pluggable bootstrap formats (cloud-config, ignition, raw)",
+		"org.opencontainers.image.version":     version,
+		"org.opencontainers.image.licenses":    "Apache-2.0",
 	})
 }
 

@@ -153,3 +153,39 @@ func Image(layers []v1.Layer, platform v1.Platform, config v1.Config) (v1.Image,
 	cfg.Config = config
 	return mutate.ConfigFile(img, cfg)
 }
+
+// The user a static binary's image runs as: distroless's nonroot, which
+// Kubernetes' runAsNonRoot accepts without a runAsUser of its own.
+const (
+	NonRootUID = 65532
+	NonRootGID = 65532
+)
+
+// StaticBinary is the image of one static binary at /name, run as the
+// non-root user from /, with the passwd and group entries of that user, a
+// home and /tmp, on an empty base: what distroless's static image gives a Go
+// manager.
+func StaticBinary(binary []byte, name string, platform v1.Platform, labels map[string]string) (v1.Image, error) {
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRootUID, NonRootGID)
+	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRootGID)
+	home := Dir("home/nonroot", 0o700)
+	home.UID, home.GID = NonRootUID, NonRootGID
+	layer, err := Layer([]Entry{
+		Dir("etc", 0o755),
+		File("etc/passwd", 0o644, []byte(passwd)),
+		File("etc/group", 0o644, []byte(group)),
+		Dir("home", 0o755),
+		home,
+		Dir("tmp", 0o1777),
+		File(name, 0o755, binary),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return Image([]v1.Layer{layer}, platform, v1.Config{
+		Entrypoint: []string{"/" + name},
+		User:       fmt.Sprintf("%d:%d", NonRootUID, NonRootGID),
+		WorkingDir: "/",
+		Labels:     labels,
+	})
+}
