@@ -45,11 +45,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"sigs.k8s.io/kustomize/api/krusty"
-	kustomizetypes "sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/components"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 )
@@ -172,39 +169,7 @@ func Image(binary []byte, platform v1.Platform, version string) (v1.Image, error
 // Components is the kustomize build of the default manifests with the
 // manager image set to image.
 func Components(image string) ([]byte, error) {
-	ref, err := name.NewTag(image)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "release-kustomize-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	// An overlay next to nothing: kustomize wants the base as a relative path.
-	base, err := filepath.Rel(dir, filepath.Join(repodir.Root(), "bootstrap", "kubeadm", "config", "default"))
-	if err != nil {
-		return nil, err
-	}
-	k := kustomizetypes.Kustomization{
-		TypeMeta:  kustomizetypes.TypeMeta{APIVersion: kustomizetypes.KustomizationVersion, Kind: kustomizetypes.KustomizationKind},
-		Resources: []string{base},
-		Images:    []kustomizetypes.Image{{Name: "controller", NewName: ref.Context().String(), NewTag: ref.TagStr()}},
-	}
-	body, err := yaml.Marshal(k)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), body, 0o644); err != nil {
-		return nil, err
-	}
-	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = kustomizetypes.LoadRestrictionsNone
-	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, fmt.Errorf("kustomize build: %w", err)
-	}
-	return m.AsYaml()
+	return components.Build(filepath.Join(repodir.Root(), "bootstrap", "kubeadm", "config", "default"), map[string]string{"controller": image})
 }
 
 func writeChecksums(dir string) error {
