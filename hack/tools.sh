@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
+#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|cert-manager|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -38,6 +38,7 @@ tool_path() {
     kube-apiserver | kube-controller-manager | kube-scheduler | kubeadm | kubectl | kubelet | kube-proxy) echo "${TOOLS_CACHE}/$1/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}/$1" ;;
     coredns) echo "${TOOLS_CACHE}/coredns/${COREDNS_VERSION}-${COREDNS_BUILD}/coredns" ;;
     node-images) echo "${TOOLS_CACHE}/node-images/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}-etcd${ETCD_VERSION}-coredns${COREDNS_VERSION}-r${NODE_IMAGES_REVISION}" ;;
+    cert-manager) echo "${TOOLS_CACHE}/cert-manager/${CERT_MANAGER_VERSION}-${CERT_MANAGER_BUILD}" ;;
     etcd) echo "${TOOLS_CACHE}/etcd/${ETCD_VERSION}/etcd" ;;
     controller-gen) echo "${TOOLS_CACHE}/controller-gen/${CONTROLLER_GEN_VERSION}/controller-gen" ;;
     clusterctl) echo "${TOOLS_CACHE}/clusterctl/${CLUSTER_API_VERSION}/clusterctl" ;;
@@ -222,6 +223,34 @@ build_node_images() {
   (cd "${repo_root}" && go run ./hack/nodeimages --out "$(tool_path node-images)")
 }
 
+# cert-manager as clusterctl installs it, from its Go module: hack/certmanager
+# holds thin mains over its packages (its own mains are modules the proxy does
+# not serve) and renders its chart into cert-manager.yaml.
+build_cert_manager() {
+  local out tmp required chart
+  out=$(tool_path cert-manager)
+  [[ -f "${out}/cert-manager.yaml" ]] && return 0
+  required=$(cd "${repo_root}/hack/certmanager" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)
+  if [[ "${required}" != "${CERT_MANAGER_VERSION}" ]]; then
+    log "hack/certmanager/go.mod requires cert-manager ${required}, versions.env pins ${CERT_MANAGER_VERSION}: make them agree"
+    return 1
+  fi
+  log "building cert-manager ${CERT_MANAGER_VERSION} (hack/certmanager; minutes on a cold cache)"
+  tmp="${out}.tmp"
+  rm -rf "${tmp}"
+  mkdir -p "${tmp}"
+  (
+    cd "${repo_root}/hack/certmanager"
+    export GOFLAGS=-mod=readonly CGO_ENABLED=0
+    go build -trimpath -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=${CERT_MANAGER_VERSION}" \
+      -o "${tmp}/" ./controller ./webhook ./cainjector &&
+      chart="$(go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/charts/cert-manager" &&
+      go run ./manifest --chart "${chart}" --version "${CERT_MANAGER_VERSION}" --kube-version "${KUBERNETES_VERSION}" --out "${tmp}/cert-manager.yaml"
+  ) || { rm -rf "${tmp}"; return 1; }
+  rm -rf "${out}"
+  mv "${tmp}" "${out}"
+}
+
 build_envtest() {
   build_kubernetes_cmds kube-apiserver
   build_etcd
@@ -311,6 +340,7 @@ build() {
     coredns) build_coredns ;;
     node-packages) install_node_packages ;;
     node-images) build_node_images ;;
+    cert-manager) build_cert_manager ;;
     ignition) build_ignition ;;
     clusterctl) build_clusterctl ;;
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" sigs.k8s.io/controller-tools ;;
