@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|cert-manager|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
+#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|cert-manager|upstream-releases|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -39,6 +39,7 @@ tool_path() {
     coredns) echo "${TOOLS_CACHE}/coredns/${COREDNS_VERSION}-${COREDNS_BUILD}/coredns" ;;
     node-images) echo "${TOOLS_CACHE}/node-images/${KUBERNETES_VERSION}-${KUBERNETES_TOOLS_BUILD}-etcd${ETCD_VERSION}-coredns${COREDNS_VERSION}-r${NODE_IMAGES_REVISION}" ;;
     cert-manager) echo "${TOOLS_CACHE}/cert-manager/${CERT_MANAGER_VERSION}-${CERT_MANAGER_BUILD}" ;;
+    upstream-releases) echo "${TOOLS_CACHE}/upstream-releases/capi${CLUSTER_API_VERSION}-certmanager${CERT_MANAGER_VERSION}-${CERT_MANAGER_BUILD}-r${UPSTREAM_RELEASES_REVISION}" ;;
     etcd) echo "${TOOLS_CACHE}/etcd/${ETCD_VERSION}/etcd" ;;
     controller-gen) echo "${TOOLS_CACHE}/controller-gen/${CONTROLLER_GEN_VERSION}/controller-gen" ;;
     clusterctl) echo "${TOOLS_CACHE}/clusterctl/${CLUSTER_API_VERSION}/clusterctl" ;;
@@ -251,6 +252,15 @@ build_cert_manager() {
   mv "${tmp}" "${out}"
 }
 
+# What Cluster API's and cert-manager's releases publish for clusterctl
+# (images, components, metadata), built from source (hack/upstreamreleases).
+build_upstream_releases() {
+  build cert-manager
+  [[ -f "$(tool_path upstream-releases)/releases.json" ]] && return 0
+  log "building Cluster API's and cert-manager's release images and components (hack/upstreamreleases)"
+  (cd "${repo_root}" && GOFLAGS=-mod=readonly go run ./hack/upstreamreleases --out "$(tool_path upstream-releases)")
+}
+
 build_envtest() {
   build_kubernetes_cmds kube-apiserver
   build_etcd
@@ -341,6 +351,7 @@ build() {
     node-packages) install_node_packages ;;
     node-images) build_node_images ;;
     cert-manager) build_cert_manager ;;
+    upstream-releases) build_upstream_releases ;;
     ignition) build_ignition ;;
     clusterctl) build_clusterctl ;;
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "${CONTROLLER_GEN_VERSION}" sigs.k8s.io/controller-tools ;;
