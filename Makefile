@@ -170,7 +170,7 @@ test: tools verify lint ## Build tools, check generated files, headers, formatti
 	$(call phase,vet)
 	go vet ./...
 	$(call phase,unit and envtest tests)
-	go test -count=1 $$(go list ./... | grep -v '/test/e2e$$')
+	go test -count=1 $$(go list ./... | grep -v -e '/test/e2e$$' -e '/test/e2e/management$$')
 	$(call phase,e2e)
 	$(MAKE) test-e2e
 	$(call phase,Cluster API e2e specs (smoke))
@@ -183,6 +183,13 @@ test: tools verify lint ## Build tools, check generated files, headers, formatti
 test-e2e: ## Run the e2e suite: Cluster API's controllers, simulated hosts, real cloud-init/Ignition/kubeadm (needs root).
 	hack/tools.sh e2e
 	go test -count=1 -timeout=40m -v $(E2E_PKG)
+
+MANAGEMENT_E2E_PKG := ./test/e2e/management
+
+.PHONY: test-e2e-management
+test-e2e-management: ## Check the releases clusterctl installs in a management cluster (cert-manager, Cluster API's providers), built from source (not part of make test).
+	hack/tools.sh envtest upstream-releases
+	go test -count=1 -v $(MANAGEMENT_E2E_PKG)
 
 .PHONY: test-e2e-capi
 test-e2e-capi: ## Run Cluster API's own e2e specs in every format (needs root); GINKGO_LABEL_FILTER picks some, GINKGO_NODES runs that many side by side.

@@ -1,0 +1,137 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package management
+
+import (
+	"archive/tar"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+)
+
+// TestUpstreamReleasesRunOnNodes checks what hack/upstreamreleases wrote
+// against what a node does with it: every Deployment of the repository's
+// components runs an image the releases hold, pulled only if absent (there
+// is no registry), and every image's entrypoint is a binary this machine
+// runs.
+func TestUpstreamReleasesRunOnNodes(t *testing.T) {
+	releases, err := testbin.LoadUpstreamReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]string{}
+	for _, i := range releases.Images {
+		images[i.Ref] = filepath.Join(releases.Dir, i.File)
+	}
+	files, err := filepath.Glob(filepath.Join(releases.Repository(), "*", "*", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployments := 0
+	for _, f := range files {
+		if filepath.Base(f) == "metadata.yaml" {
+			continue
+		}
+		for _, o := range readManifest(t, f) {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d); err != nil {
+				t.Fatal(err)
+			}
+			deployments++
+			for _, c := range d.Spec.Template.Spec.Containers {
+				if _, ok := images[c.Image]; !ok {
+					t.Errorf("%s: Deployment %s runs %s, which no release image is", f, d.Name, c.Image)
+				}
+				if c.ImagePullPolicy != corev1.PullIfNotPresent {
+					t.Errorf("%s: Deployment %s pulls %s %q; nodes have no registry to pull from", f, d.Name, c.Image, c.ImagePullPolicy)
+				}
+			}
+		}
+	}
+	// Cluster API core, KubeadmControlPlane, the bootstrap provider and
+	// cert-manager's three.
+	if deployments != 6 {
+		t.Errorf("the repository holds %d Deployments, want 6", deployments)
+	}
+	for ref, file := range images {
+		t.Run(ref, func(t *testing.T) { runEntrypoint(t, ref, file) })
+	}
+}
+
+// runEntrypoint extracts an image's entrypoint and runs it with --help.
+func runEntrypoint(t *testing.T, ref, file string) {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(file, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Config.Entrypoint) != 1 {
+		t.Fatalf("entrypoint %q, want one binary", cfg.Config.Entrypoint)
+	}
+	entrypoint := strings.TrimPrefix(cfg.Config.Entrypoint[0], "/")
+	r := mutate.Extract(img)
+	defer r.Close()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("the image has no %s", entrypoint)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name != entrypoint {
+			continue
+		}
+		bin := filepath.Join(t.TempDir(), filepath.Base(entrypoint))
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, "--help").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s --help: %v\n%s", entrypoint, err, tail(out, 10))
+		}
+		return
+	}
+}
