@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,7 @@ import (
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/cloud"
 )
 
 // controlPlaneStaticPods are the static pods kubeadm writes on a control plane.
@@ -234,10 +236,11 @@ func (w *WorkloadCluster) ExpectKubeletConfig(cs kubernetes.Interface, m cluster
 }
 
 // ExpectPodNetwork runs pods from the test image: a web server on one node
-// and a client on a worker, which looks up a Service name through CoreDNS
-// and fetches from the server pod's address on the other node. It then
-// uses kubectl as a user would: logs, exec and port-forward through the
-// workload API server.
+// and a client on a worker, which looks up a Service name through CoreDNS,
+// fetches from the server pod's address on the other node, and asks the
+// Lab's API about a host, as a provider's Pod asks its cloud. It then uses
+// kubectl as a user would: logs, exec and port-forward through the workload
+// API server.
 func (w *WorkloadCluster) ExpectPodNetwork(serverNode, clientNode string) {
 	w.t.Helper()
 	ctx := context.Background()
@@ -278,9 +281,14 @@ func (w *WorkloadCluster) ExpectPodNetwork(serverNode, clientNode string) {
 		}
 		return false
 	})
+	cloudAPI, err := url.Parse(w.stack.Cloud.URL)
+	if err != nil {
+		w.t.Fatal(err)
+	}
 	// busybox's nc, not its wget: Debian's static build of wget crashes.
 	client := pod("client", clientNode, "sh", "-c",
-		"nslookup kubernetes.default.svc.cluster.local && printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 "+serverIP+" 8080")
+		"nslookup kubernetes.default.svc.cluster.local && printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 "+serverIP+" 8080"+
+			" && printf 'GET /v1/hosts?name=pod-network-check HTTP/1.0\\r\\n\\r\\n' | nc -w 10 "+cloudAPI.Hostname()+" "+cloudAPI.Port())
 	if _, err := pods.Create(ctx, client, metav1.CreateOptions{}); err != nil {
 		w.t.Fatal(err)
 	}
@@ -295,7 +303,7 @@ func (w *WorkloadCluster) ExpectPodNetwork(serverNode, clientNode string) {
 	logs := w.Kubectl("logs", "client")
 	w.t.Logf("client pod on %s (%s):\n%s", clientNode, phase, logs)
 	if phase != corev1.PodSucceeded {
-		w.t.Errorf("the client pod on %s failed: DNS through CoreDNS or the web pod on %s (%s) not reachable", clientNode, serverNode, serverIP)
+		w.t.Errorf("the client pod on %s failed: DNS through CoreDNS, the web pod on %s (%s) or the Lab's API not reachable", clientNode, serverNode, serverIP)
 	}
 	// CoreDNS answered with the kubernetes Service's cluster IP.
 	svc, err := cs.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
@@ -307,6 +315,10 @@ func (w *WorkloadCluster) ExpectPodNetwork(serverNode, clientNode string) {
 	}
 	if !strings.Contains(logs, "hello-from-web") {
 		w.t.Errorf("the client pod on %s did not get the web pod's page from %s", clientNode, serverIP)
+	}
+	// The API's own answer for a host it does not have.
+	if !strings.Contains(logs, "pod-network-check: "+cloud.ErrNoHost.Error()) {
+		w.t.Errorf("the client pod on %s got no answer from the Lab's API at %s", clientNode, cloudAPI.Host)
 	}
 	if out := w.Kubectl("exec", "web", "--", "cat", "/www/index.html"); !strings.Contains(out, "hello-from-web") {
 		w.t.Errorf("kubectl exec into the web pod: %q", out)

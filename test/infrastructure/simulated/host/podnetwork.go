@@ -64,7 +64,8 @@ func cniConfig(podCIDR string) ([]byte, error) {
 
 // SetPodNetwork gives the host's node its pod network: the CNI
 // configuration (the kubelet reports the node Ready once the runtime has
-// one) and the routes. Only what changed since the last call is applied.
+// one), the routes, and the masquerading of what its pods send to the lab
+// network. Only what changed since the last call is applied.
 func (h *Host) SetPodNetwork(n PodNetwork) error {
 	h.mu.Lock()
 	last := h.podNetwork
@@ -79,6 +80,9 @@ func (h *Host) SetPodNetwork(n PodNetwork) error {
 		}
 		if out, err := h.execWithInput(conf, "sh", "-c", fmt.Sprintf("mkdir -p %s && cat > %s", cniConfigDir, path.Join(cniConfigDir, cniConfigFile))); err != nil {
 			return fmt.Errorf("writing the CNI configuration on %s: %w: %s", h.Name, err, out)
+		}
+		if out, err := h.execWithInput([]byte(masquerade(n.PodCIDR, h.lab.Subnet.String())), "sh", "-e"); err != nil {
+			return fmt.Errorf("masquerading pods on %s: %w: %s", h.Name, err, out)
 		}
 	}
 	var script strings.Builder
@@ -108,6 +112,16 @@ func (h *Host) SetPodNetwork(n PodNetwork) error {
 	h.podNetwork = &PodNetwork{PodCIDR: n.PodCIDR, Routes: maps.Clone(n.Routes)}
 	h.mu.Unlock()
 	return nil
+}
+
+// masquerade is the rule that gives the node's address to what its pods
+// send to the lab network (the Lab's API, load balancers, other clusters'
+// nodes): no route there leads back to a pod CIDR, as a cloud's NAT gives a
+// pod's traffic its node's address. Traffic to other pod CIDRs keeps its pod
+// address.
+func masquerade(podCIDR, labSubnet string) string {
+	rule := fmt.Sprintf("POSTROUTING -s %s -d %s -o eth0 -j MASQUERADE", podCIDR, labSubnet)
+	return fmt.Sprintf("iptables -t nat -C %s 2>/dev/null || iptables -t nat -A %s\n", rule, rule)
 }
 
 // execWithInput is Exec with stdin.
