@@ -31,7 +31,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -42,7 +41,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -51,6 +49,7 @@ import (
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
 // testImageRef names the tests' busybox image; nothing pulls it.
@@ -332,70 +331,15 @@ func busyboxEntries() ([]ociimage.Entry, error) {
 // seed imports every tarball into a fresh containerd root, unpacked with the
 // overlayfs snapshotter nodes use, and returns containerd's version.
 func seed(out string, images []testbin.NodeImage) (string, error) {
-	containerd, err := testbin.Path(testbin.Containerd)
-	if err != nil {
-		return "", err
-	}
-	ctr, err := testbin.Path(testbin.Ctr)
-	if err != nil {
-		return "", err
-	}
-	version, err := exec.Command(containerd, "--version").Output()
-	if err != nil {
-		return "", err
-	}
-	state, err := os.MkdirTemp("", "nodeimages-containerd-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(state)
-	sock := filepath.Join(state, "containerd.sock")
-	config := filepath.Join(state, "config.toml")
-	// Only what importing needs: content, metadata, the overlayfs snapshotter.
-	toml := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n",
-		filepath.Join(out, testbin.NodeImagesSeedDir), filepath.Join(state, "state"), sock)
-	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
-		return "", err
-	}
-	var logs bytes.Buffer
-	daemon := exec.Command(containerd, "--config", config)
-	daemon.Stdout, daemon.Stderr = &logs, &logs
-	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := daemon.Start(); err != nil {
-		return "", err
-	}
-	defer func() {
-		_ = daemon.Process.Signal(syscall.SIGTERM)
-		_ = daemon.Wait()
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	ctrCmd := func(args ...string) ([]byte, error) {
-		return exec.CommandContext(ctx, ctr, append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := ctrCmd("version"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("containerd did not answer within 30s:\n%s", logs.String())
-		}
-	}
+	start := time.Now()
+	archives := make([]host.ImageArchive, 0, len(images))
 	for _, img := range images {
-		start := time.Now()
-		if b, err := ctrCmd("images", "import", filepath.Join(out, img.File)); err != nil {
-			return "", fmt.Errorf("ctr images import %s: %w\n%s", img.File, err, b)
-		}
-		logf("imported %s into the seed in %s", img.Ref, time.Since(start).Round(time.Millisecond))
+		archives = append(archives, host.ImageArchive{Ref: img.Ref, Path: filepath.Join(out, img.File)})
 	}
-	listed, err := ctrCmd("images", "list", "--quiet")
+	version, err := host.ImportImages(filepath.Join(out, testbin.NodeImagesSeedDir), archives)
 	if err != nil {
-		return "", fmt.Errorf("ctr images list: %w\n%s", err, listed)
+		return "", err
 	}
-	for _, img := range images {
-		if !bytes.Contains(listed, []byte(img.Ref)) {
-			return "", fmt.Errorf("the seed lacks %s after importing it:\n%s", img.Ref, listed)
-		}
-	}
-	return strings.TrimSpace(string(version)), nil
+	logf("imported %d images into the seed in %s", len(images), time.Since(start).Round(time.Millisecond))
+	return version, nil
 }

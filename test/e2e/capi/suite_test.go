@@ -37,6 +37,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	e2eframework "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
@@ -107,7 +108,7 @@ type suiteState struct {
 // connects to them.
 var _ = SynchronizedBeforeSuite(func() []byte {
 	var err error
-	shared, err = e2eframework.StartShared(managerArgs)
+	shared, err = e2eframework.StartShared(stack.Options{ManagerArgs: managerArgs})
 	Expect(err).NotTo(HaveOccurred())
 	folder, err := filepath.Abs(artifactFolder)
 	Expect(err).NotTo(HaveOccurred())

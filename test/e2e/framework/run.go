@@ -38,6 +38,10 @@ type RunInput struct {
 	M *testing.M
 	// ManagerArgs are this provider's manager's flags.
 	ManagerArgs []string
+	// MachineImages, when set, gives the Lab's machine images besides the
+	// node image (stack.Options); it runs after Enter, in the test process
+	// only.
+	MachineImages func() (map[string][]host.ImageArchive, error)
 	// Setup receives the stack before the tests run.
 	Setup func(*stack.Stack)
 }
@@ -51,7 +55,16 @@ func Run(in RunInput) int {
 	if !Enter() {
 		return 0
 	}
-	shared, err := StartShared(in.ManagerArgs)
+	opts := stack.Options{ManagerArgs: in.ManagerArgs}
+	if in.MachineImages != nil {
+		images, err := in.MachineImages()
+		if err != nil {
+			fmt.Printf("e2e: %v\n", err)
+			return 1
+		}
+		opts.MachineImages = images
+	}
+	shared, err := StartShared(opts)
 	if err != nil {
 		fmt.Printf("e2e: %v\n", err)
 		return 1
@@ -89,15 +102,16 @@ type Shared struct {
 	*stack.Stack
 }
 
-// StartShared starts a stack with this provider's manager run with
-// managerArgs, printing its progress.
-func StartShared(managerArgs []string) (*Shared, error) {
+// StartShared starts a stack with opts in a new state directory, printing
+// its progress.
+func StartShared(opts stack.Options) (*Shared, error) {
 	stateDir, err := os.MkdirTemp("", "cabpk-e2e-")
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	st, err := stack.Start(context.Background(), stack.Options{StateDir: stateDir, ManagerArgs: managerArgs, Progress: os.Stdout})
+	opts.StateDir, opts.Progress = stateDir, os.Stdout
+	st, err := stack.Start(context.Background(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("starting the stack: %w (logs in %s)", err, stateDir)
 	}

@@ -48,6 +48,10 @@ type Options struct {
 	ManagerArgs []string
 	// Progress, when set, receives one line per start-up step.
 	Progress io.Writer
+	// MachineImages are machine images the Lab gets besides its node image,
+	// by name, with the images each adds to the node image's store
+	// (SimulatedMachine spec.image names one).
+	MachineImages map[string][]host.ImageArchive
 }
 
 // Stack is a Lab of simulated hosts and the management cluster that runs
@@ -125,6 +129,12 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	if s.Lab, err = host.NewLab(labOpts); err != nil {
 		return err
+	}
+	for name, archives := range s.opts.MachineImages {
+		s.progress("making the machine image " + name)
+		if err := s.Lab.AddMachineImage(name, archives); err != nil {
+			return err
+		}
 	}
 	if s.Cloud, err = cloud.Serve(s.Lab); err != nil {
 		return err

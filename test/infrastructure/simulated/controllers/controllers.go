@@ -219,6 +219,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			Name:       hostKey(sm),
 			Hostname:   machine.Name,
 			InstanceID: InstanceID(sm.Namespace, sm.Name),
+			Image:      sm.Spec.Image,
 			Data:       secret.Data,
 		}
 		if util.IsControlPlaneMachine(machine) {

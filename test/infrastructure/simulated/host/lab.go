@@ -71,7 +71,10 @@ type Lab struct {
 	hosts     map[string]*Host
 	reserved  map[netip.Addr]string // address -> owner (host name or endpoint key)
 	balancers map[string]*LoadBalancer
-	nextLink  int
+	// images are the machine images besides the node image, by name: their
+	// containerd stores.
+	images   map[string]string
+	nextLink int
 }
 
 // LabOptions configure a Lab.
@@ -113,6 +116,7 @@ func NewLab(opts LabOptions) (*Lab, error) {
 		hosts:        map[string]*Host{},
 		reserved:     map[netip.Addr]string{},
 		balancers:    map[string]*LoadBalancer{},
+		images:       map[string]string{},
 	}
 	l.hostIf = fmt.Sprintf("cabpk%d", subnet.Addr().As4()[2])
 	if l.limits, err = raiseLimits(); err != nil {
@@ -188,6 +192,7 @@ func (l *Lab) Close() {
 	for _, lb := range balancers {
 		lb.close()
 	}
+	_ = l.removeMachineImages()
 	if l.lan != nil && l.lan.Process != nil {
 		_ = l.lan.Process.Kill()
 		_ = l.lan.Wait()
@@ -248,6 +253,9 @@ type HostSpec struct {
 	LoadBalancer string `json:"loadBalancer,omitempty"`
 	// InstanceID is the host's instance-id in its metadata.
 	InstanceID string `json:"instanceID"`
+	// Image names the machine image the host boots (AddMachineImage); the
+	// node image when empty.
+	Image string `json:"image,omitempty"`
 	// BootDelay delays running the bootstrap data.
 	BootDelay time.Duration `json:"bootDelay,omitempty"`
 	// Data is the bootstrap data secret's Data (value, format, ...).
@@ -256,6 +264,10 @@ type HostSpec struct {
 
 // StartHost boots a host. It is an error if a host of that name runs.
 func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
+	store, err := l.storeOf(spec.Image)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", spec.Name, err)
+	}
 	l.mu.Lock()
 	if _, ok := l.hosts[spec.Name]; ok {
 		l.mu.Unlock()
@@ -280,7 +292,7 @@ func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
 	l.hosts[spec.Name] = h
 	l.mu.Unlock()
 
-	if err := h.start(spec, link); err != nil {
+	if err := h.start(spec, link, store); err != nil {
 		h.Stop()
 		return nil, err
 	}
@@ -353,7 +365,9 @@ func (h *Host) setStatus(s Status) {
 	}
 }
 
-func (h *Host) start(spec HostSpec, link string) error {
+// start boots the host with a copy of store, its machine image's containerd
+// store.
+func (h *Host) start(spec HostSpec, link, store string) error {
 	l := h.lab
 	dir := Dir(l.stateDir, h.Name)
 	h.dir = dir
@@ -381,7 +395,7 @@ func (h *Host) start(spec HostSpec, link string) error {
 		Cgroup:         h.cgroup,
 		Cgroups:        l.cgroups,
 		ContainerdDir:  filepath.Join(dir, "containerd"),
-		ContainerdSeed: l.opts.ContainerdSeed,
+		ContainerdSeed: store,
 		PauseImage:     l.opts.PauseImage,
 	}
 	// The bootstrap data holds keys and a token: it goes through a pipe,

@@ -80,6 +80,13 @@ type SimulatedMachineSpec struct {
 	// bootDelay delays the host's first boot: a slow machine.
 	// +optional
 	BootDelay *metav1.Duration `json:"bootDelay,omitempty"`
+
+	// image names the machine image the host boots, one the Lab was given
+	// besides its node image (a management cluster's nodes' image, with its
+	// providers' images in the store); the node image when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Image string `json:"image,omitempty"`
 }
 
 // HostPhase is how far a simulated host got.

@@ -1,0 +1,157 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A machine image is what a host boots: the node image of the Lab's options
+// and a containerd store. A cloud keeps several, one per use; AddMachineImage
+// adds one whose store holds more images than the node image's, as an image
+// for a management cluster's nodes has its providers' images baked in (there
+// is no registry to pull them from).
+
+// ImageArchive is a container image as a docker-archive tarball.
+type ImageArchive struct {
+	// Ref is the image's tag, as Pods name it.
+	Ref string
+	// Path is the tarball on this machine.
+	Path string
+}
+
+// machineImagesDir holds the machine images' containerd stores in a Lab's
+// state directory.
+const machineImagesDir = "machine-images"
+
+// AddMachineImage makes the machine image name: the node image with the
+// archives' images imported into a copy of its store. Hosts boot it when
+// their spec names it; Close removes it.
+func (l *Lab) AddMachineImage(name string, archives []ImageArchive) error {
+	if name == "" || strings.ContainsAny(name, "/.") {
+		return fmt.Errorf("machine image %q: a name is one path element", name)
+	}
+	store := filepath.Join(l.stateDir, machineImagesDir, name, "containerd")
+	if err := os.RemoveAll(store); err != nil {
+		return err
+	}
+	if err := copySeed(l.opts.ContainerdSeed, store); err != nil {
+		return fmt.Errorf("machine image %s: %w", name, err)
+	}
+	if _, err := ImportImages(store, archives); err != nil {
+		return fmt.Errorf("machine image %s: %w", name, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.images[name] = store
+	return nil
+}
+
+// storeOf is the containerd store hosts of a machine image start from; the
+// node image's for "".
+func (l *Lab) storeOf(image string) (string, error) {
+	if image == "" {
+		return l.opts.ContainerdSeed, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	store, ok := l.images[image]
+	if !ok {
+		return "", fmt.Errorf("no machine image %q in the lab", image)
+	}
+	return store, nil
+}
+
+// removeMachineImages removes what AddMachineImage made.
+func (l *Lab) removeMachineImages() error {
+	l.mu.Lock()
+	l.images = map[string]string{}
+	l.mu.Unlock()
+	return os.RemoveAll(filepath.Join(l.stateDir, machineImagesDir))
+}
+
+// ImportImages imports archives into the containerd root at root (made if
+// missing), unpacked with the overlayfs snapshotter nodes use, through a
+// containerd of its own, and returns that containerd's version.
+func ImportImages(root string, archives []ImageArchive) (string, error) {
+	version, err := exec.Command("containerd", "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("containerd --version: %w", err)
+	}
+	state, err := os.MkdirTemp("", "import-images-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(state)
+	sock := filepath.Join(state, "containerd.sock")
+	config := filepath.Join(state, "config.toml")
+	// Only what importing needs: content, metadata, the overlayfs snapshotter.
+	toml := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n",
+		root, filepath.Join(state, "state"), sock)
+	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
+		return "", err
+	}
+	var logs bytes.Buffer
+	daemon := exec.Command("containerd", "--config", config)
+	daemon.Stdout, daemon.Stderr = &logs, &logs
+	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := daemon.Start(); err != nil {
+		return "", err
+	}
+	defer func() {
+		_ = daemon.Process.Signal(syscall.SIGTERM)
+		_ = daemon.Wait()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	ctr := func(args ...string) ([]byte, error) {
+		return exec.CommandContext(ctx, "ctr", append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := ctr("version"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("containerd did not answer within 30s:\n%s", logs.String())
+		}
+	}
+	for _, a := range archives {
+		if b, err := ctr("images", "import", a.Path); err != nil {
+			return "", fmt.Errorf("ctr images import %s: %w\n%s", a.Path, err, b)
+		}
+	}
+	listed, err := ctr("images", "list", "--quiet")
+	if err != nil {
+		return "", fmt.Errorf("ctr images list: %w\n%s", err, listed)
+	}
+	var missing []error
+	for _, a := range archives {
+		if !bytes.Contains(listed, []byte(a.Ref)) {
+			missing = append(missing, fmt.Errorf("%s is not in the store after importing %s", a.Ref, a.Path))
+		}
+	}
+	return strings.TrimSpace(string(version)), errors.Join(missing...)
+}
