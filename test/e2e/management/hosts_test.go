@@ -1,0 +1,94 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package management
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+)
+
+// TestNodesCarryTheReleases boots a node from the management machine image
+// and runs Cluster API's manager image there as a Pod, as a management
+// cluster's node does with no registry to pull from: the image is in the
+// node's store, and its binary runs as its Deployment runs it (non-root,
+// read-only root file system).
+func TestNodesCarryTheReleases(t *testing.T) {
+	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "carries-releases"})
+	objects := w.ControlPlaneMachine("carries-releases-cp-0", bootstrapv1.CloudConfig)
+	for _, o := range objects {
+		if sm, ok := o.(*infrav1.SimulatedMachine); ok {
+			sm.Spec.Image = managementImage
+		}
+	}
+	w.Create(objects...)
+	w.ExpectNodes(w.WaitForMachines(1, 5*time.Minute))
+
+	releases, err := testbin.LoadUpstreamReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := w.OnHost("carries-releases-cp-0", "ctr", "--namespace", "k8s.io", "images", "list", "--quiet")
+	for _, i := range releases.Images {
+		if !strings.Contains(store, i.Ref) {
+			t.Errorf("the node's image store lacks %s", i.Ref)
+		}
+	}
+
+	ctx := context.Background()
+	pods := w.WorkloadClient().CoreV1().Pods(metav1.NamespaceDefault)
+	image := releases.Images[0].Ref
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "release-image"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Tolerations:   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name: "manager", Image: image, ImagePullPolicy: corev1.PullNever, Args: []string{"--help"},
+				SecurityContext: &corev1.SecurityContext{
+					RunAsNonRoot: ptr.To(true), ReadOnlyRootFilesystem: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+		},
+	}
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var phase corev1.PodPhase
+	w.WaitFor(2*time.Minute, "the release image's Pod finishing", func() bool {
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err == nil {
+			phase = p.Status.Phase
+		}
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+	})
+	if phase != corev1.PodSucceeded {
+		t.Errorf("a Pod of %s on the node ended %s:\n%s", image, phase, w.Kubectl("logs", pod.Name))
+	}
+}
