@@ -216,6 +216,13 @@ func TestManagerRefusesInvalidGateValues(t *testing.T) {
 	}
 }
 
+// --help prints the usage and succeeds, as Cluster API's managers do.
+func TestManagerHelpSucceeds(t *testing.T) {
+	if err := manager.Run(context.Background(), []string{"--help"}); err != nil {
+		t.Errorf("--help: %v", err)
+	}
+}
+
 func TestManagerRejectsUnknownFeatureGate(t *testing.T) {
 	err := manager.Run(context.Background(), []string{"--feature-gates=NoSuchGate=true"})
 	if err == nil || !strings.Contains(err.Error(), "NoSuchGate") {

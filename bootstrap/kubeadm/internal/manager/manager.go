@@ -23,6 +23,7 @@ package manager
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	goruntime "runtime"
@@ -203,6 +204,9 @@ func (o *Options) validate() error {
 // Run parses args and runs the manager until ctx ends.
 func Run(ctx context.Context, args []string) error {
 	opts, err := ParseFlags(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		return nil // the usage is printed: asking for it is no failure
+	}
 	if err != nil {
 		return err
 	}
