@@ -33,10 +33,10 @@ import (
 )
 
 // TestNodesCarryTheReleases boots a node from the management machine image
-// and runs Cluster API's manager image there as a Pod, as a management
-// cluster's node does with no registry to pull from: the image is in the
-// node's store, and its binary runs as its Deployment runs it (non-root,
-// read-only root file system).
+// and runs Cluster API's manager image and this provider's there as Pods, as
+// a management cluster's node does with no registry to pull from: the images
+// are in the node's store, and their binaries run as their Deployments run
+// them (non-root, read-only root file system).
 func TestNodesCarryTheReleases(t *testing.T) {
 	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "carries-releases"})
 	objects := w.ControlPlaneMachine("carries-releases-cp-0", bootstrapv1.CloudConfig)
@@ -59,11 +59,23 @@ func TestNodesCarryTheReleases(t *testing.T) {
 		}
 	}
 
+	for _, image := range []string{releases.Images[0].Ref, managerImage} {
+		if !strings.Contains(store, image) {
+			t.Errorf("the node's image store lacks %s", image)
+			continue
+		}
+		runUsage(t, w, image)
+	}
+}
+
+// runUsage runs an image's entrypoint with --help as a Pod on the cluster's
+// node, with the security context the managers' Deployments set.
+func runUsage(t *testing.T, w *framework.WorkloadCluster, image string) {
+	t.Helper()
 	ctx := context.Background()
 	pods := w.WorkloadClient().CoreV1().Pods(metav1.NamespaceDefault)
-	image := releases.Images[0].Ref
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "release-image"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "usage-"},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Tolerations:   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
@@ -77,18 +89,19 @@ func TestNodesCarryTheReleases(t *testing.T) {
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 		},
 	}
-	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var phase corev1.PodPhase
-	w.WaitFor(2*time.Minute, "the release image's Pod finishing", func() bool {
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	w.WaitFor(2*time.Minute, "the Pod of "+image+" finishing", func() bool {
+		p, err := pods.Get(ctx, created.Name, metav1.GetOptions{})
 		if err == nil {
 			phase = p.Status.Phase
 		}
 		return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 	})
 	if phase != corev1.PodSucceeded {
-		t.Errorf("a Pod of %s on the node ended %s:\n%s", image, phase, w.Kubectl("logs", pod.Name))
+		t.Errorf("a Pod of %s on the node ended %s:\n%s", image, phase, w.Kubectl("logs", created.Name))
 	}
 }
