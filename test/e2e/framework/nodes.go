@@ -289,18 +289,7 @@ func (w *WorkloadCluster) ExpectPodNetwork(serverNode, clientNode string) {
 	client := pod("client", clientNode, "sh", "-c",
 		"nslookup kubernetes.default.svc.cluster.local && printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 "+serverIP+" 8080"+
 			" && printf 'GET /v1/hosts?name=pod-network-check HTTP/1.0\\r\\n\\r\\n' | nc -w 10 "+cloudAPI.Hostname()+" "+cloudAPI.Port())
-	if _, err := pods.Create(ctx, client, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-	var phase corev1.PodPhase
-	w.WaitFor(2*time.Minute, "the client pod finishing", func() bool {
-		p, err := pods.Get(ctx, "client", metav1.GetOptions{})
-		if err == nil {
-			phase = p.Status.Phase
-		}
-		return phase == corev1.PodSucceeded || phase == corev1.PodFailed
-	})
-	logs := w.Kubectl("logs", "client")
+	phase, logs := w.RunPod(client)
 	w.t.Logf("client pod on %s (%s):\n%s", clientNode, phase, logs)
 	if phase != corev1.PodSucceeded {
 		w.t.Errorf("the client pod on %s failed: DNS through CoreDNS, the web pod on %s (%s) or the Lab's API not reachable", clientNode, serverNode, serverIP)
@@ -327,6 +316,27 @@ func (w *WorkloadCluster) ExpectPodNetwork(serverNode, clientNode string) {
 	for _, name := range []string{"web", "client"} {
 		_ = pods.Delete(ctx, name, metav1.DeleteOptions{})
 	}
+}
+
+// RunPod creates a Pod in the workload cluster and waits up to two minutes
+// for it to finish; it returns how it ended and its logs.
+func (w *WorkloadCluster) RunPod(pod *corev1.Pod) (corev1.PodPhase, string) {
+	w.t.Helper()
+	ctx := context.Background()
+	pods := w.WorkloadClient().CoreV1().Pods(pod.Namespace)
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var phase corev1.PodPhase
+	w.WaitFor(2*time.Minute, "the pod "+created.Name+" finishing", func() bool {
+		p, err := pods.Get(ctx, created.Name, metav1.GetOptions{})
+		if err == nil {
+			phase = p.Status.Phase
+		}
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+	})
+	return phase, w.Kubectl("logs", "--namespace", created.Namespace, created.Name)
 }
 
 // ExpectPortForward forwards a local port to a pod's through the workload

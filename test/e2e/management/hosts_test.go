@@ -17,7 +17,6 @@ limitations under the License.
 package management
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -72,10 +71,8 @@ func TestNodesCarryTheReleases(t *testing.T) {
 // node, with the security context the managers' Deployments set.
 func runUsage(t *testing.T, w *framework.WorkloadCluster, image string) {
 	t.Helper()
-	ctx := context.Background()
-	pods := w.WorkloadClient().CoreV1().Pods(metav1.NamespaceDefault)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "usage-"},
+	phase, logs := w.RunPod(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "usage-", Namespace: metav1.NamespaceDefault},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Tolerations:   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
@@ -88,20 +85,8 @@ func runUsage(t *testing.T, w *framework.WorkloadCluster, image string) {
 			}},
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 		},
-	}
-	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var phase corev1.PodPhase
-	w.WaitFor(2*time.Minute, "the Pod of "+image+" finishing", func() bool {
-		p, err := pods.Get(ctx, created.Name, metav1.GetOptions{})
-		if err == nil {
-			phase = p.Status.Phase
-		}
-		return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 	})
 	if phase != corev1.PodSucceeded {
-		t.Errorf("a Pod of %s on the node ended %s:\n%s", image, phase, w.Kubectl("logs", created.Name))
+		t.Errorf("a Pod of %s on the node ended %s:\n%s", image, phase, logs)
 	}
 }
