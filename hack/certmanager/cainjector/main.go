@@ -56,11 +56,7 @@ func main() {
 	fs := pflag.NewFlagSet("cainjector", pflag.ExitOnError)
 	fs.StringVar(&cfg.KubeConfig, "kubeconfig", cfg.KubeConfig, "kubeconfig of the API server (in a Pod: its service account)")
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "inject only into objects of this namespace (default: every namespace)")
-	fs.BoolVar(&cfg.LeaderElectionConfig.Enabled, "leader-elect", cfg.LeaderElectionConfig.Enabled, "elect a leader among the replicas")
-	fs.StringVar(&cfg.LeaderElectionConfig.Namespace, "leader-election-namespace", cfg.LeaderElectionConfig.Namespace, "namespace of the leader-election lease")
-	fs.DurationVar(&cfg.LeaderElectionConfig.LeaseDuration, "leader-election-lease-duration", cfg.LeaderElectionConfig.LeaseDuration, "leader-election lease duration")
-	fs.DurationVar(&cfg.LeaderElectionConfig.RenewDeadline, "leader-election-renew-deadline", cfg.LeaderElectionConfig.RenewDeadline, "leader-election renew deadline")
-	fs.DurationVar(&cfg.LeaderElectionConfig.RetryPeriod, "leader-election-retry-period", cfg.LeaderElectionConfig.RetryPeriod, "leader-election retry period")
+	command.LeaderElectionFlags(fs, &cfg.LeaderElectionConfig)
 	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", cfg.MetricsListenAddress, "metrics address (0 turns metrics off)")
 	command.Run("cainjector", fs, &cfg.Logging, func(ctx context.Context) error { return run(ctx, cfg) })
 }

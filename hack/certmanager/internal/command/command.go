@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
+	"github.com/cert-manager/cert-manager/internal/apis/config/shared"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
 )
 
@@ -38,6 +39,16 @@ import (
 func Defaulted(scheme *runtime.Scheme, versioned, internal runtime.Object) error {
 	scheme.Default(versioned)
 	return scheme.Convert(versioned, internal, nil)
+}
+
+// LeaderElectionFlags are the election flags the controller and the
+// cainjector share.
+func LeaderElectionFlags(fs *pflag.FlagSet, le *shared.LeaderElectionConfig) {
+	fs.BoolVar(&le.Enabled, "leader-elect", le.Enabled, "elect a leader among the replicas")
+	fs.StringVar(&le.Namespace, "leader-election-namespace", le.Namespace, "namespace of the leader-election lease")
+	fs.DurationVar(&le.LeaseDuration, "leader-election-lease-duration", le.LeaseDuration, "leader-election lease duration")
+	fs.DurationVar(&le.RenewDeadline, "leader-election-renew-deadline", le.RenewDeadline, "leader-election renew deadline")
+	fs.DurationVar(&le.RetryPeriod, "leader-election-retry-period", le.RetryPeriod, "leader-election retry period")
 }
 
 // Run parses the command line into fs, with cert-manager's logging flags
