@@ -43,6 +43,10 @@ import (
 // run serves /livez, waits to lead (when electing), then runs every enabled
 // controller until ctx ends or one fails.
 func run(ctx context.Context, cfg *config.ControllerConfiguration) error {
+	// Cancelled on the way out, so that a controller that cannot be built
+	// stops the health server and the election before run waits for them.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	log := logf.FromContext(ctx)
 	factory, err := contextFactory(ctx, cfg)
 	if err != nil {
@@ -83,6 +87,7 @@ func run(ctx context.Context, cfg *config.ControllerConfiguration) error {
 		}
 		c, err := construct(factory)
 		if err != nil {
+			cancel()
 			return errors.Join(fmt.Errorf("controller %s: %w", name, err), g.Wait())
 		}
 		g.Go(func() error { return c.Run(cfg.NumberOfConcurrentWorkers, ctx) })
