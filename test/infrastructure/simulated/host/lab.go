@@ -264,14 +264,18 @@ type HostSpec struct {
 
 // StartHost boots a host. It is an error if a host of that name runs.
 func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
-	store, err := l.storeOf(spec.Image)
-	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", spec.Name, err)
-	}
 	l.mu.Lock()
 	if _, ok := l.hosts[spec.Name]; ok {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("host %s already runs", spec.Name)
+	}
+	store := l.opts.ContainerdSeed
+	if spec.Image != "" {
+		var ok bool
+		if store, ok = l.images[spec.Image]; !ok {
+			l.mu.Unlock()
+			return nil, fmt.Errorf("host %s: no machine image %q in the lab", spec.Name, spec.Image)
+		}
 	}
 	var balancer *LoadBalancer
 	if spec.LoadBalancer != "" {

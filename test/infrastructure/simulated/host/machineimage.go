@@ -70,21 +70,6 @@ func (l *Lab) AddMachineImage(name string, archives []ImageArchive) error {
 	return nil
 }
 
-// storeOf is the containerd store hosts of a machine image start from; the
-// node image's for "".
-func (l *Lab) storeOf(image string) (string, error) {
-	if image == "" {
-		return l.opts.ContainerdSeed, nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	store, ok := l.images[image]
-	if !ok {
-		return "", fmt.Errorf("no machine image %q in the lab", image)
-	}
-	return store, nil
-}
-
 // removeMachineImages removes what AddMachineImage made.
 func (l *Lab) removeMachineImages() error {
 	l.mu.Lock()
