@@ -37,7 +37,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -47,6 +46,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/components"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/gobuild"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 )
@@ -124,7 +124,7 @@ func ImageTarball(arch string) string {
 // WriteImage builds the manager for platform and writes its image, tagged
 // ref, as a docker-archive tarball at path.
 func WriteImage(path string, ref name.Tag, platform v1.Platform) error {
-	binary, err := buildManager(platform)
+	binary, err := gobuild.Static("./bootstrap/kubeadm/cmd/manager", platform)
 	if err != nil {
 		return err
 	}
@@ -133,26 +133,6 @@ func WriteImage(path string, ref name.Tag, platform v1.Platform) error {
 		return err
 	}
 	return tarball.WriteToFile(path, ref, img)
-}
-
-// buildManager cross-compiles a static manager binary.
-func buildManager(platform v1.Platform) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "release-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	out := filepath.Join(dir, "manager")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", out, "./bootstrap/kubeadm/cmd/manager")
-	cmd.Dir = repodir.Root()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+platform.OS, "GOARCH="+platform.Architecture)
-	if platform.Variant != "" && platform.Architecture == "arm" {
-		cmd.Env = append(cmd.Env, "GOARM="+strings.TrimPrefix(platform.Variant, "v"))
-	}
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build: %v\n%s", err, b)
-	}
-	return os.ReadFile(out)
 }
 
 // Image is the manager image: /manager alone, run as a non-root user, on an

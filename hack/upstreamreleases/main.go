@@ -49,6 +49,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/components"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/gobuild"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
@@ -139,7 +140,7 @@ func clusterAPIReleases(out string) ([]testbin.NodeImage, error) {
 	for _, p := range clusterAPIProviders {
 		start := time.Now()
 		ref := p.image + ":" + version
-		binary, err := buildClusterAPI(p.pkg, version)
+		binary, err := gobuild.Static(p.pkg, platform, versionStamp(version))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.label, err)
 		}
@@ -208,27 +209,13 @@ func writeImage(out, component, ref string, binary []byte, entrypoint string) (t
 	return testbin.NodeImage{Component: component, Ref: ref, File: file}, nil
 }
 
-// buildClusterAPI builds a Cluster API manager as its release does: static,
-// with the version stamp its managers log and report.
-func buildClusterAPI(pkg, version string) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "upstreamreleases-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
+// versionStamp is the linker flags of a Cluster API release's version
+// stamp, which its managers log and report.
+func versionStamp(version string) string {
 	major, minor, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
 	minor, _, _ = strings.Cut(minor, ".")
 	v := "sigs.k8s.io/cluster-api/version."
-	ldflags := fmt.Sprintf("-s -w -buildid= -X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean",
-		v, version, v, major, v, minor, v)
-	binary := filepath.Join(dir, "manager")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", binary, pkg)
-	cmd.Dir = repodir.Root()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-	}
-	return os.ReadFile(binary)
+	return fmt.Sprintf("-X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean", v, version, v, major, v, minor, v)
 }
 
 // moduleDir is where the Go module cache holds a module this repository
