@@ -38,7 +38,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -51,7 +50,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/components"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/gobuild"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/moduledir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 )
 
@@ -128,7 +127,7 @@ var platform = v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 // and metadata.
 func clusterAPIReleases(out string) ([]testbin.NodeImage, error) {
 	version := testbin.Versions["CLUSTER_API_VERSION"]
-	module, err := moduleDir("sigs.k8s.io/cluster-api")
+	module, err := moduledir.Dir("sigs.k8s.io/cluster-api", "")
 	if err != nil {
 		return nil, err
 	}
@@ -216,22 +215,6 @@ func versionStamp(version string) string {
 	minor, _, _ = strings.Cut(minor, ".")
 	v := "sigs.k8s.io/cluster-api/version."
 	return fmt.Sprintf("-X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean", v, version, v, major, v, minor, v)
-}
-
-// moduleDir is where the Go module cache holds a module this repository
-// requires, downloaded if need be.
-func moduleDir(module string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", module)
-	cmd.Dir = repodir.Root()
-	b, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", module, err)
-	}
-	var m struct{ Dir string }
-	if err := json.Unmarshal(b, &m); err != nil {
-		return "", err
-	}
-	return m.Dir, nil
 }
 
 func writeFiles(dir string, files map[string][]byte) error {

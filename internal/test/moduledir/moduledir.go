@@ -46,7 +46,9 @@ func Of(t testing.TB, module, version string) string {
 func Dir(module, version string) (string, error) {
 	var cmd *exec.Cmd
 	if version == "" {
-		cmd = exec.Command("go", "list", "-m", "-json", module)
+		// Download, not list: go list names no directory for a module the
+		// cache does not hold yet, as on a fresh machine.
+		cmd = exec.Command("go", "mod", "download", "-json", module)
 		cmd.Dir = repodir.Root()
 	} else {
 		tmp, err := os.MkdirTemp("", "moduledir-")
