@@ -88,13 +88,13 @@ func TestCertManagerIssuesInjectsAndValidates(t *testing.T) {
 		waitForCABundle(ctx, t, c, "cert-manager-webhook")
 	})
 	t.Run("a self-signed CA signs a serving certificate", func(t *testing.T) {
-		apply(ctx, t, c, issuer("ClusterIssuer", "", "selfsigned", map[string]any{"selfSigned": map[string]any{}}))
+		apply(ctx, t, c, certManagerObject("ClusterIssuer", "", "selfsigned", map[string]any{"selfSigned": map[string]any{}}))
 		apply(ctx, t, c, certificate("ca", map[string]any{
 			"isCA": true, "commonName": "e2e-ca", "secretName": "e2e-ca",
 			"issuerRef": map[string]any{"kind": "ClusterIssuer", "name": "selfsigned"},
 		}))
 		waitReady(ctx, t, c, "Certificate", "ca")
-		apply(ctx, t, c, issuer("Issuer", certManagerNamespace, "ca", map[string]any{"ca": map[string]any{"secretName": "e2e-ca"}}))
+		apply(ctx, t, c, certManagerObject("Issuer", certManagerNamespace, "ca", map[string]any{"ca": map[string]any{"secretName": "e2e-ca"}}))
 		apply(ctx, t, c, certificate("serving", map[string]any{
 			"dnsNames": []any{"webhook-service.e2e.svc"}, "secretName": "serving",
 			"issuerRef": map[string]any{"kind": "Issuer", "name": "ca"},
@@ -263,15 +263,18 @@ func tail(b []byte, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-func issuer(kind, namespace, name string, spec map[string]any) *unstructured.Unstructured {
+// certManagerObject is an object of cert-manager's API group: an issuer, a
+// certificate.
+func certManagerObject(kind, namespace, name string, spec map[string]any) *unstructured.Unstructured {
 	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cert-manager.io/v1", "kind": kind, "spec": spec}}
 	o.SetNamespace(namespace)
 	o.SetName(name)
 	return o
 }
 
+// certificate is a Certificate in cert-manager's namespace.
 func certificate(name string, spec map[string]any) *unstructured.Unstructured {
-	return issuer("Certificate", certManagerNamespace, name, spec)
+	return certManagerObject("Certificate", certManagerNamespace, name, spec)
 }
 
 // apply creates an object, retrying while cert-manager's webhook does not
@@ -291,7 +294,7 @@ func apply(ctx context.Context, t *testing.T, c client.Client, o *unstructured.U
 // waitReady waits for an object's Ready condition to be True.
 func waitReady(ctx context.Context, t *testing.T, c client.Client, kind, name string) {
 	t.Helper()
-	o := issuer(kind, certManagerNamespace, name, nil)
+	o := certManagerObject(kind, certManagerNamespace, name, nil)
 	var last string
 	for ctx.Err() == nil {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); err == nil {
