@@ -48,7 +48,11 @@ func Build(base string, images map[string]string) ([]byte, error) {
 	defer os.RemoveAll(dir)
 	// An overlay in a directory of its own: kustomize takes the base as a
 	// relative path.
-	rel, err := filepath.Rel(dir, base)
+	abs, err := filepath.Abs(base)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(dir, abs)
 	if err != nil {
 		return nil, err
 	}
