@@ -18,6 +18,7 @@ CONTROLLER_GEN := $(TOOLS_CACHE)/controller-gen/$(CONTROLLER_GEN_VERSION)/contro
 GOLANGCI_LINT := $(TOOLS_CACHE)/golangci-lint/$(GOLANGCI_LINT_VERSION)/golangci-lint
 BIN_DIR := bin
 CONFIG_DIR := bootstrap/kubeadm/config
+SIMULATED_CONFIG_DIR := test/infrastructure/simulated/config
 
 # Fuzz time per fuzz target (make fuzz).
 FUZZTIME ?= 10s
@@ -73,8 +74,12 @@ generate-manifests: $(CONTROLLER_GEN)
 		output:rbac:dir=./$(CONFIG_DIR)/rbac \
 		output:webhook:dir=./$(CONFIG_DIR)/webhook
 	# The e2e stack's simulated infrastructure provider.
-	rm -rf test/infrastructure/simulated/config/crd
-	$(CONTROLLER_GEN) crd paths=./test/infrastructure/simulated/api/... output:crd:dir=./test/infrastructure/simulated/config/crd
+	rm -rf $(SIMULATED_CONFIG_DIR)/crd/bases $(SIMULATED_CONFIG_DIR)/rbac/role.yaml
+	$(CONTROLLER_GEN) \
+		paths=./test/infrastructure/simulated/... \
+		crd rbac:roleName=manager-role \
+		output:crd:dir=./$(SIMULATED_CONFIG_DIR)/crd/bases \
+		output:rbac:dir=./$(SIMULATED_CONFIG_DIR)/rbac
 
 .PHONY: verify
 verify: verify-generate verify-headers verify-fmt ## Check generated files, license headers and formatting.

@@ -56,7 +56,7 @@ type installed struct {
 func (p installed) label() string { return clusterctlv1.ManifestLabel(p.name, p.kind) }
 
 func simulatedCRDs() (string, error) {
-	return filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd"), nil
+	return filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd", "bases"), nil
 }
 
 func clusterAPIMetadata() (string, error) {

@@ -248,16 +248,7 @@ func (m *Management) startClusterAPI(ctx context.Context) error {
 			}).SetupWithManager(ctx, mgr, kcpOpts)
 		},
 		func() error {
-			return (&controllers.ClusterReconciler{Client: mgr.GetClient(), Cloud: labCloud}).SetupWithManager(mgr)
-		},
-		func() error {
-			return (&controllers.MachineReconciler{Client: mgr.GetClient(), Cloud: labCloud}).SetupWithManager(mgr)
-		},
-		func() error {
-			return (&controllers.MachinePoolReconciler{Client: mgr.GetClient(), Cloud: labCloud}).SetupWithManager(mgr)
-		},
-		func() error {
-			return (&controllers.NetworkReconciler{Client: mgr.GetClient(), Cloud: labCloud, ClusterCache: cache}).SetupWithManager(mgr)
+			return controllers.SetupWithManager(mgr, controllers.Options{Cloud: labCloud, ClusterCache: cache, Concurrency: 5})
 		},
 	} {
 		if err := setup(); err != nil {

@@ -86,7 +86,7 @@ type Management struct {
 func (m *Management) start(ctx context.Context, managerArgs []string) error {
 	var err error
 	m.progress("starting the management API server and etcd (envtest)")
-	simulatedCRDs := filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd")
+	simulatedCRDs := filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd", "bases")
 	if m.env, err = testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true, CRDDirs: []string{simulatedCRDs}}); err != nil {
 		return err
 	}

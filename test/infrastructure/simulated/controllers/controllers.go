@@ -33,6 +33,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -67,8 +68,8 @@ type ClusterReconciler struct {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.SimulatedCluster{}).Named("simulatedcluster").Complete(r)
+func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).WithOptions(opts).For(&infrav1.SimulatedCluster{}).Named("simulatedcluster").Complete(r)
 }
 
 // Reconcile gives the cluster its endpoint and marks it provisioned.
@@ -156,8 +157,8 @@ type MachineReconciler struct {
 
 // SetupWithManager registers the reconciler; Machines wake their
 // SimulatedMachine when their bootstrap data appears.
-func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).WithOptions(opts).
 		For(&infrav1.SimulatedMachine{}).
 		Watches(&clusterv1.Machine{}, handlerForInfraRef()).
 		Named("simulatedmachine").

@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/yaml"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -54,8 +55,8 @@ type NetworkReconciler struct {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *NetworkReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.SimulatedCluster{}).Named("simulatednetwork").Complete(r)
+func (r *NetworkReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).WithOptions(opts).For(&infrav1.SimulatedCluster{}).Named("simulatednetwork").Complete(r)
 }
 
 // networkResync is how often a cluster's Nodes are read again.
