@@ -48,7 +48,8 @@ type ManagerOptions struct {
 	// Kubeconfig reaches the management API server.
 	Kubeconfig []byte
 	// WebhookCertDir holds a serving certificate for the manager's webhook
-	// server, on WebhookPort (a free port, idle, when 0).
+	// server, on WebhookPort (a free port, idle, when 0). Empty: the
+	// manager serves no webhooks and gets no webhook flags.
 	WebhookCertDir string
 	WebhookPort    int
 	// Args are further flags.
@@ -99,13 +100,15 @@ func RunManager(o ManagerOptions) (*Manager, error) {
 	if o.WebhookPort == 0 {
 		o.WebhookPort = ports[1]
 	}
-	args := append([]string{
+	args := []string{
 		"--kubeconfig=" + kc,
 		fmt.Sprintf("--health-addr=127.0.0.1:%d", ports[2]),
 		"--diagnostics-address=" + m.metricsAddr, "--insecure-diagnostics",
-		fmt.Sprintf("--webhook-port=%d", o.WebhookPort),
-		"--webhook-cert-dir=" + o.WebhookCertDir,
-	}, o.Args...)
+	}
+	if o.WebhookCertDir != "" {
+		args = append(args, fmt.Sprintf("--webhook-port=%d", o.WebhookPort), "--webhook-cert-dir="+o.WebhookCertDir)
+	}
+	args = append(args, o.Args...)
 	cmdline := append(append(append([]string{}, o.Wrap...), o.Binary), args...)
 	if o.MemoryLimit > 0 {
 		if m.memory, err = newMemoryCgroup(o.Name, o.MemoryLimit); err != nil {

@@ -58,13 +58,28 @@ func (e *Environment) ManagerKubeconfig() ([]byte, error) {
 	return user.KubeConfig()
 }
 
+// ProviderKubeconfig is a kubeconfig of user with the rights a provider's
+// release grants its manager, as ManagerConfig has this provider's: rbacDir
+// is the provider's config/rbac, with its generated role.yaml and its
+// leader_election_role.yaml.
+func (e *Environment) ProviderKubeconfig(user, rbacDir string) ([]byte, error) {
+	u, err := e.providerUser(user, rbacDir)
+	if err != nil {
+		return nil, err
+	}
+	return u.KubeConfig()
+}
+
 func (e *Environment) managerUser() (*envtest.AuthenticatedUser, error) {
+	return e.providerUser(ManagerUser, filepath.Join(RepoRoot(), "bootstrap", "kubeadm", "config", "rbac"))
+}
+
+func (e *Environment) providerUser(user, dir string) (*envtest.AuthenticatedUser, error) {
 	c, err := client.New(e.Config, client.Options{Scheme: e.Scheme})
 	if err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
-	dir := filepath.Join(RepoRoot(), "bootstrap", "kubeadm", "config", "rbac")
 	for _, f := range []struct{ file, kind string }{{"role.yaml", "ClusterRole"}, {"leader_election_role.yaml", "Role"}} {
 		data, err := os.ReadFile(filepath.Join(dir, f.file))
 		if err != nil {
@@ -76,18 +91,18 @@ func (e *Environment) managerUser() (*envtest.AuthenticatedUser, error) {
 		if err := yaml.Unmarshal(data, &role); err != nil {
 			return nil, fmt.Errorf("%s: %w", f.file, err)
 		}
-		name := ManagerUser + "-" + f.file[:len(f.file)-len(".yaml")]
+		name := user + "-" + f.file[:len(f.file)-len(".yaml")]
 		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: role.Rules}
 		crb := &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ManagerUser}},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 		}
 		for _, o := range []client.Object{cr, crb} {
 			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-				return nil, fmt.Errorf("granting %s the rights of %s: %w", ManagerUser, f.file, err)
+				return nil, fmt.Errorf("granting %s the rights of %s: %w", user, f.file, err)
 			}
 		}
 	}
-	return e.env.AddUser(envtest.User{Name: ManagerUser}, nil)
+	return e.env.AddUser(envtest.User{Name: user}, nil)
 }

@@ -71,8 +71,6 @@ import (
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/cloud"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
 )
 
 // Cluster API runs in this process as its own manager binaries wire it:
@@ -139,8 +137,8 @@ func clusterAPIGates() error {
 	})
 }
 
-// startClusterAPI runs Cluster API's reconcilers and webhooks and the
-// simulated provider's reconcilers in one controller-runtime manager.
+// startClusterAPI runs Cluster API's reconcilers and webhooks in one
+// controller-runtime manager.
 func (m *Management) startClusterAPI(ctx context.Context) error {
 	logFile, err := m.openLog(clusterAPILog)
 	if err != nil {
@@ -196,12 +194,6 @@ func (m *Management) startClusterAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The simulated provider asks the Lab over its API, as it would from
-	// a management cluster's Pods.
-	labCloud, err := cloud.NewClient(m.cloudURL)
-	if err != nil {
-		return err
-	}
 	if err := setupClusterAPIWebhooks(mgr, cache, m.first); err != nil {
 		return err
 	}
@@ -246,9 +238,6 @@ func (m *Management) startClusterAPI(ctx context.Context) error {
 				EtcdDialTimeout: 10 * time.Second, EtcdCallTimeout: 15 * time.Second, EtcdLogger: zap.NewNop(),
 				RemoteConditionsGracePeriod: 5 * time.Minute,
 			}).SetupWithManager(ctx, mgr, kcpOpts)
-		},
-		func() error {
-			return controllers.SetupWithManager(mgr, controllers.Options{Cloud: labCloud, ClusterCache: cache, Concurrency: 5})
 		},
 	} {
 		if err := setup(); err != nil {

@@ -45,8 +45,8 @@ import (
 // with Cluster API's, this provider's and the simulated provider's CRDs and
 // webhooks, labelled as `clusterctl init` labels them; a garbage collector;
 // a kubeadm bootstrap provider's manager (this one's at start); Cluster
-// API's controllers with the simulated infrastructure provider's, over the
-// stack's Lab. Hosts and load balancers are keyed by namespace and name, so
+// API's controllers; the simulated infrastructure provider's manager, which
+// asks the stack's Lab for hosts over its API. Hosts and load balancers are keyed by namespace and name, so
 // a cluster moved to another management cluster keeps them.
 type Management struct {
 	// Name names it in progress lines.
@@ -60,7 +60,10 @@ type Management struct {
 	dir        string // its logs and kubeconfig
 	binDir     string // binaries built once for the stack
 	managerBin string
-	lab        *host.Lab
+	// simulatedBin is the simulated provider's manager, run as simulated.
+	simulatedBin string
+	simulated    *process.Manager
+	lab          *host.Lab
 	// cloudURL is the Lab's API, which its simulated provider asks.
 	cloudURL string
 	progress func(string)
@@ -131,8 +134,31 @@ func (m *Management) start(ctx context.Context, managerArgs []string) error {
 		return err
 	}
 
-	m.progress("starting Cluster API's core controllers and the simulated infrastructure provider")
-	return m.startClusterAPI(ctx)
+	m.progress("starting Cluster API's core controllers")
+	if err := m.startClusterAPI(ctx); err != nil {
+		return err
+	}
+	m.progress("starting the simulated infrastructure provider's manager")
+	return m.startSimulated()
+}
+
+// simulatedRBAC is the simulated provider's generated RBAC, which its
+// manager runs with.
+var simulatedRBAC = filepath.Join("test", "infrastructure", "simulated", "config", "rbac")
+
+// startSimulated runs the simulated provider's manager binary as its
+// Deployment runs it, with exactly the rights its release grants, asking the
+// Lab's API for hosts.
+func (m *Management) startSimulated() error {
+	kubeconfig, err := m.env.ProviderKubeconfig("simulated-manager", filepath.Join(testenv.RepoRoot(), simulatedRBAC))
+	if err != nil {
+		return err
+	}
+	m.simulated, err = process.RunManager(process.ManagerOptions{
+		Binary: m.simulatedBin, Name: simulatedLog, Kubeconfig: kubeconfig, Dir: m.dir,
+		Args: []string{"--cloud-url=" + m.cloudURL},
+	})
+	return err
 }
 
 // labelForClusterctl labels every CRD as `clusterctl init` labels a
@@ -239,6 +265,10 @@ func (m *Management) Stop() {
 		m.cancel = nil
 	}
 	m.stopManager()
+	if m.simulated != nil {
+		m.simulated.Stop()
+		m.simulated = nil
+	}
 	if m.gc != nil && m.gc.Process != nil {
 		_ = m.gc.Process.Kill()
 		_ = m.gc.Wait()
@@ -254,7 +284,12 @@ func (m *Management) Stop() {
 	}
 }
 
-const clusterAPILog = "cluster-api.log"
+const (
+	clusterAPILog = "cluster-api.log"
+	// simulatedLog names the simulated provider's manager and its log
+	// (simulated.log).
+	simulatedLog = "simulated"
+)
 
 // Dir is the directory of its logs and kubeconfig.
 func (m *Management) Dir() string { return m.dir }

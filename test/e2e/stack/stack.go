@@ -123,6 +123,11 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := process.Build(managerBin, "./bootstrap/kubeadm/cmd/manager"); err != nil {
 		return err
 	}
+	s.progress("building the simulated provider's manager (test/infrastructure/simulated/cmd/manager)")
+	simulatedBin := filepath.Join(s.opts.StateDir, "simulated-manager")
+	if err := process.Build(simulatedBin, "./test/infrastructure/simulated/cmd/manager"); err != nil {
+		return err
+	}
 	s.progress("creating the simulated hosts' network")
 	if err := os.MkdirAll(labOpts.StateDir, 0o755); err != nil {
 		return err
@@ -140,7 +145,7 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 	s.Management = &Management{
-		Name: "management", dir: s.opts.StateDir, binDir: s.opts.StateDir, managerBin: managerBin,
+		Name: "management", dir: s.opts.StateDir, binDir: s.opts.StateDir, managerBin: managerBin, simulatedBin: simulatedBin,
 		lab: s.Lab, cloudURL: s.Cloud.URL, progress: s.progress, first: true,
 	}
 	return s.Management.start(ctx, s.opts.ManagerArgs)
@@ -159,7 +164,8 @@ func (s *Stack) StartManagement(ctx context.Context, name string, managerArgs ..
 		return nil, err
 	}
 	m := &Management{
-		Name: name, dir: dir, binDir: s.opts.StateDir, managerBin: s.managerBin, lab: s.Lab, cloudURL: s.Cloud.URL,
+		Name: name, dir: dir, binDir: s.opts.StateDir, managerBin: s.managerBin, simulatedBin: s.simulatedBin,
+		lab: s.Lab, cloudURL: s.Cloud.URL,
 		progress: func(msg string) { s.progress(name + ": " + msg) },
 	}
 	s.mu.Lock()
