@@ -145,9 +145,6 @@ func (m *Management) startClusterAPI(ctx context.Context) error {
 		return err
 	}
 	logger := crzap.New(crzap.WriteTo(logFile), crzap.UseDevMode(false))
-	if m.first {
-		ctrl.SetLogger(logger)
-	}
 	if err := clusterAPIGates(); err != nil {
 		return err
 	}

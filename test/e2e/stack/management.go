@@ -31,7 +31,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -88,6 +90,11 @@ type Management struct {
 
 func (m *Management) start(ctx context.Context, managerArgs []string) error {
 	var err error
+	if m.first {
+		if err := m.setProcessLogger(); err != nil {
+			return err
+		}
+	}
 	m.progress("starting the management API server and etcd (envtest)")
 	simulatedCRDs := filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd", "bases")
 	if m.env, err = testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true, CRDDirs: []string{simulatedCRDs}}); err != nil {
@@ -159,6 +166,19 @@ func (m *Management) startSimulated() error {
 		Args: []string{"--cloud-url=" + m.cloudURL},
 	})
 	return err
+}
+
+// setProcessLogger sends what the process logs through controller-runtime's
+// global logger (envtest, Cluster API's process-wide helpers) to Cluster
+// API's log, before anything logs: controller-runtime complains, with a
+// stack trace, about logging that waited 30 s for a logger.
+func (m *Management) setProcessLogger() error {
+	logFile, err := m.openLog(clusterAPILog)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(crzap.New(crzap.WriteTo(logFile), crzap.UseDevMode(false)))
+	return nil
 }
 
 // labelForClusterctl labels every CRD as `clusterctl init` labels a
