@@ -192,7 +192,7 @@ test-e2e: ## Run the e2e suite: Cluster API's controllers, simulated hosts, real
 MANAGEMENT_E2E_PKG := ./test/e2e/management
 
 .PHONY: test-e2e-management
-test-e2e-management: ## Check the releases clusterctl installs in a management cluster (cert-manager, Cluster API's providers), built from source, and nodes that carry them (needs root; not part of make test).
+test-e2e-management: ## Check the releases clusterctl installs (cert-manager, Cluster API, this and the simulated provider), built from source, and `clusterctl init` of a management cluster on hosts (needs root; not part of make test).
 	hack/tools.sh e2e upstream-releases
 	go test -count=1 -timeout=30m -v $(MANAGEMENT_E2E_PKG)
 

@@ -146,13 +146,19 @@ func TestCertManagerIssuesInjectsAndValidates(t *testing.T) {
 // readManifest splits cert-manager's manifest into objects.
 func readManifest(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v: run hack/tools.sh cert-manager", err)
 	}
-	defer f.Close()
+	return decodeManifest(t, path, b)
+}
+
+// decodeManifest splits a multi-document manifest (read from path) into
+// objects.
+func decodeManifest(t *testing.T, path string, b []byte) []*unstructured.Unstructured {
+	t.Helper()
 	var objects []*unstructured.Unstructured
-	d := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 	for {
 		o := &unstructured.Unstructured{}
 		if err := d.Decode(&o.Object); errors.Is(err, io.EOF) {

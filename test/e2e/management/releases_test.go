@@ -26,31 +26,28 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/drone/envsubst/v2"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 )
 
-// TestUpstreamReleasesRunOnNodes checks what hack/upstreamreleases wrote
-// against what a node does with it: every Deployment of the repository's
-// components runs an image the releases hold, pulled only if absent (there
-// is no registry), and every image's entrypoint is a binary this machine
-// runs.
-func TestUpstreamReleasesRunOnNodes(t *testing.T) {
-	releases, err := testbin.LoadUpstreamReleases()
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestReleasesRunOnNodes checks the repository a management cluster is
+// initialised from against what its nodes do with it: every Deployment of
+// every provider's components (Cluster API's, cert-manager's, upstream's
+// bootstrap provider, this one and the simulated provider) runs an image the
+// nodes carry, pulled only if absent (there is no registry), and every
+// image's entrypoint is a binary this machine runs.
+func TestReleasesRunOnNodes(t *testing.T) {
 	images := map[string]string{}
-	for _, i := range releases.Images {
-		images[i.Ref] = filepath.Join(releases.Dir, i.File)
+	for _, i := range rel.Images {
+		images[i.Ref] = i.Path
 	}
-	files, err := filepath.Glob(filepath.Join(releases.Repository(), "*", "*", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(rel.Repository, "*", "*", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +56,7 @@ func TestUpstreamReleasesRunOnNodes(t *testing.T) {
 		if filepath.Base(f) == "metadata.yaml" {
 			continue
 		}
-		for _, o := range readManifest(t, f) {
+		for _, o := range readComponents(t, f) {
 			if o.GetKind() != "Deployment" {
 				continue
 			}
@@ -78,10 +75,10 @@ func TestUpstreamReleasesRunOnNodes(t *testing.T) {
 			}
 		}
 	}
-	// Cluster API core, KubeadmControlPlane, the bootstrap provider and
-	// cert-manager's three.
-	if deployments != 6 {
-		t.Errorf("the repository holds %d Deployments, want 6", deployments)
+	// Cluster API core, KubeadmControlPlane, both bootstrap providers,
+	// the simulated provider and cert-manager's three.
+	if deployments != 8 {
+		t.Errorf("the repository holds %d Deployments, want 8", deployments)
 	}
 	for ref, file := range images {
 		t.Run(ref, func(t *testing.T) { runEntrypoint(t, ref, file) })
@@ -134,4 +131,19 @@ func runEntrypoint(t *testing.T, ref, file string) {
 		}
 		return
 	}
+}
+
+// readComponents reads a components file as clusterctl installs it: its
+// variables replaced, by their defaults where the file gives one.
+func readComponents(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := envsubst.Eval(string(b), func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return decodeManifest(t, path, []byte(s))
 }
