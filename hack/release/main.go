@@ -149,7 +149,7 @@ func Image(binary []byte, platform v1.Platform, version string) (v1.Image, error
 // Components is the kustomize build of the default manifests with the
 // manager image set to image.
 func Components(image string) ([]byte, error) {
-	return components.Build(filepath.Join(repodir.Root(), "bootstrap", "kubeadm", "config", "default"), map[string]string{"controller": image})
+	return components.Bootstrap(image)
 }
 
 func writeChecksums(dir string) error {

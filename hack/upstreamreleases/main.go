@@ -54,27 +54,6 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 )
 
-// clusterAPIProvider is one of Cluster API's providers as its release
-// publishes it.
-type clusterAPIProvider struct {
-	// label is clusterctl's name of the provider; components its file name.
-	label, components string
-	// pkg is the manager's main package; base its kustomize overlay in the
-	// module.
-	pkg, base string
-	// stagingImage is the image the overlay names, image the release's.
-	stagingImage, image string
-}
-
-var clusterAPIProviders = []clusterAPIProvider{
-	{"cluster-api", "core-components.yaml", "sigs.k8s.io/cluster-api/core", "core/config/default",
-		"gcr.io/k8s-staging-cluster-api/cluster-api-controller", "registry.k8s.io/cluster-api/cluster-api-controller"},
-	{"control-plane-kubeadm", "control-plane-components.yaml", "sigs.k8s.io/cluster-api/controlplane/kubeadm", "controlplane/kubeadm/config/default",
-		"gcr.io/k8s-staging-cluster-api/kubeadm-control-plane-controller", "registry.k8s.io/cluster-api/kubeadm-control-plane-controller"},
-	{"bootstrap-kubeadm", "bootstrap-components.yaml", "sigs.k8s.io/cluster-api/bootstrap/kubeadm", "bootstrap/kubeadm/config/default",
-		"gcr.io/k8s-staging-cluster-api/kubeadm-bootstrap-controller", "registry.k8s.io/cluster-api/kubeadm-bootstrap-controller"},
-}
-
 // certManagerImages are cert-manager's components by the binary name
 // hack/certmanager builds; each image is quay.io/jetstack/cert-manager-<name>,
 // as its chart names them.
@@ -136,26 +115,26 @@ func clusterAPIReleases(out string) ([]testbin.NodeImage, error) {
 		return nil, err
 	}
 	var images []testbin.NodeImage
-	for _, p := range clusterAPIProviders {
+	for _, p := range components.ClusterAPIProviders {
 		start := time.Now()
-		ref := p.image + ":" + version
-		binary, err := gobuild.Static(p.pkg, platform, versionStamp(version))
+		ref := p.ImageRef(version)
+		binary, err := gobuild.Static(p.Package, platform, versionStamp(version))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.label, err)
+			return nil, fmt.Errorf("%s: %w", p.Label, err)
 		}
-		image, err := writeImage(out, p.label, ref, binary, "manager")
+		image, err := writeImage(out, p.Label, ref, binary, "manager")
 		if err != nil {
 			return nil, err
 		}
-		yaml, err := components.Build(filepath.Join(module, p.base), map[string]string{p.stagingImage: ref})
+		yaml, err := p.Components(module, version)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.label, err)
+			return nil, fmt.Errorf("%s: %w", p.Label, err)
 		}
-		dir := filepath.Join(out, testbin.UpstreamRepositoryDir, p.label, version)
-		if err := writeFiles(dir, map[string][]byte{p.components: yaml, "metadata.yaml": metadata}); err != nil {
+		dir := filepath.Join(out, testbin.UpstreamRepositoryDir, p.Label, version)
+		if err := writeFiles(dir, map[string][]byte{p.File: yaml, "metadata.yaml": metadata}); err != nil {
 			return nil, err
 		}
-		logf("%s %s (%s) in %s", p.label, version, ref, time.Since(start).Round(time.Millisecond))
+		logf("%s %s (%s) in %s", p.Label, version, ref, time.Since(start).Round(time.Millisecond))
 		images = append(images, image)
 	}
 	return images, nil

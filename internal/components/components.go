@@ -31,6 +31,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 )
 
 // ifNotPresent is what a release sets on every manager: bases say Always so
@@ -82,4 +84,10 @@ func Build(base string, images map[string]string) ([]byte, error) {
 		return nil, fmt.Errorf("kustomize build %s: %w", base, err)
 	}
 	return m.AsYaml()
+}
+
+// Bootstrap is this provider's bootstrap-components.yaml, its manager's
+// image set to image, as its release builds it.
+func Bootstrap(image string) ([]byte, error) {
+	return Build(filepath.Join(repodir.Root(), "bootstrap", "kubeadm", "config", "default"), map[string]string{"controller": image})
 }
