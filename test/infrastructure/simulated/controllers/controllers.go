@@ -233,6 +233,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			spec.BootDelay = sm.Spec.BootDelay.Duration
 		}
 		if h, err = r.Cloud.StartHost(ctx, spec); err != nil {
+			// Shown where users look (the Machine's InfrastructureReady
+			// condition), not only in the provider's log.
+			_ = r.setHostStatus(ctx, sm, host.Status{Phase: infrav1.HostPending, Message: "booting the host: " + err.Error()})
 			return ctrl.Result{}, fmt.Errorf("booting host: %w", err)
 		}
 		running = true
