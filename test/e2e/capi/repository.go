@@ -17,24 +17,24 @@ limitations under the License.
 package capi
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlcluster "sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
 	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
@@ -45,93 +45,70 @@ type installed struct {
 	kind      clusterctlv1.ProviderType
 	version   string
 	namespace string
-	// crds is the directory of the CRDs the stack installed for it.
-	crds func() (string, error)
-	// metadata is its metadata.yaml, when the suite copies it from
-	// where it lives (the Cluster API module); nil when the e2e config
-	// names the file itself.
-	metadata func() (string, error)
 }
 
 func (p installed) label() string { return clusterctlv1.ManifestLabel(p.name, p.kind) }
 
-func simulatedCRDs() (string, error) {
-	return filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd", "bases"), nil
-}
-
-func clusterAPIMetadata() (string, error) {
-	dir, err := testenv.ClusterAPIModuleDir()
-	return filepath.Join(dir, "metadata.yaml"), err
-}
-
 // providers are the stack's management cluster's providers, with the
 // versions config/simulated.yaml gives them.
 var providers = []installed{
-	{name: "cluster-api", kind: clusterctlv1.CoreProviderType, version: "v1.14.2", namespace: "capi-system",
-		crds: testenv.ClusterAPICRDDir, metadata: clusterAPIMetadata},
-	{name: "kubeadm", kind: clusterctlv1.BootstrapProviderType, version: "v0.1.0", namespace: stack.ProviderNamespace,
-		crds: func() (string, error) { return testenv.CRDDir(), nil }},
-	{name: "kubeadm", kind: clusterctlv1.ControlPlaneProviderType, version: "v1.14.2", namespace: "capi-kubeadm-control-plane-system",
-		crds: testenv.KubeadmControlPlaneCRDDir, metadata: clusterAPIMetadata},
-	{name: "simulated", kind: clusterctlv1.InfrastructureProviderType, version: "v0.1.0", namespace: "simulated-system",
-		crds: simulatedCRDs},
+	{name: "cluster-api", kind: clusterctlv1.CoreProviderType, version: testbin.Versions["CLUSTER_API_VERSION"], namespace: "capi-system"},
+	{name: "kubeadm", kind: clusterctlv1.BootstrapProviderType, version: releases.OurVersion, namespace: stack.ProviderNamespace},
+	{name: "kubeadm", kind: clusterctlv1.ControlPlaneProviderType, version: testbin.Versions["CLUSTER_API_VERSION"], namespace: "capi-kubeadm-control-plane-system"},
+	{name: "simulated", kind: clusterctlv1.InfrastructureProviderType, version: releases.SimulatedVersion, namespace: "simulated-system"},
 }
 
-// writeRepositorySources writes, under dir, each provider's components (its
-// CRDs, as the stack installed them) and the metadata.yaml the e2e config
-// takes from the Cluster API module: the inputs of the framework's
+// writeRepositorySources writes, under dir/<label>, each provider's
+// components as its release has them (components.yaml) and its
+// metadata.yaml: the inputs config/simulated.yaml gives the framework's
 // CreateRepository.
-func writeRepositorySources(dir string) error {
+func writeRepositorySources(dir string, r *releases.Releases) error {
 	for _, p := range providers {
-		out := filepath.Join(dir, p.label())
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return err
+		files, err := filepath.Glob(filepath.Join(r.Repository, p.label(), p.version, "*.yaml"))
+		if err != nil || len(files) != 2 {
+			return fmt.Errorf("%s %s: want components and metadata, found %v (%v)", p.label(), p.version, files, err)
 		}
-		components, err := concatenatedCRDs(p.crds)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p.label(), err)
-		}
-		if err := os.WriteFile(filepath.Join(out, "components.yaml"), components, 0o644); err != nil {
-			return err
-		}
-		if p.metadata == nil {
-			continue
-		}
-		src, err := p.metadata()
-		if err != nil {
-			return err
-		}
-		metadata, err := os.ReadFile(src)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(out, "metadata.yaml"), metadata, 0o644); err != nil {
-			return err
+		for _, f := range files {
+			target := "components.yaml"
+			if filepath.Base(f) == "metadata.yaml" {
+				target = "metadata.yaml"
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Join(dir, p.label()), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, p.label(), target), b, 0o644); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-func concatenatedCRDs(dirFunc func() (string, error)) ([]byte, error) {
-	dir, err := dirFunc()
+// amendClusterctlConfig adds to the clusterctl configuration what the
+// framework's CreateRepository cannot write (its variables are strings):
+// the simulated cloud's URL the simulated provider's Deployment needs, and
+// cert-manager's manifest when the releases have it.
+func amendClusterctlConfig(path string, r *releases.Releases, cloudURL string) error {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
+	cfg := map[string]any{}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		return err
 	}
-	sort.Strings(files)
-	var out bytes.Buffer
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		out.WriteString("---\n")
-		out.Write(bytes.TrimPrefix(b, []byte("---\n")))
+	cfg["SIMULATED_CLOUD_URL"] = cloudURL
+	if cm, ok := r.CertManager(); ok {
+		cfg["cert-manager"] = cm
 	}
-	return out.Bytes(), nil
+	if b, err = yaml.Marshal(cfg); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
 }
 
 // createInventory records the providers in clusterctl's inventory of the

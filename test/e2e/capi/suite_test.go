@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -36,9 +37,12 @@ import (
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 	e2eframework "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
 // What every spec is given, as upstream's suite gives it.
@@ -50,8 +54,10 @@ var (
 	artifactFolder        string
 	skipCleanup           bool
 
-	// shared is the stack, in the first parallel process only.
-	shared *e2eframework.Shared
+	// shared is the stack, in the first parallel process only, and
+	// releasesDir where its releases were built.
+	shared      *e2eframework.Shared
+	releasesDir string
 )
 
 func init() {
@@ -108,7 +114,10 @@ type suiteState struct {
 // connects to them.
 var _ = SynchronizedBeforeSuite(func() []byte {
 	var err error
-	shared, err = e2eframework.StartShared(stack.Options{ManagerArgs: managerArgs})
+	releasesDir, err = os.MkdirTemp("", "releases-")
+	Expect(err).NotTo(HaveOccurred())
+	rel, opts := suiteReleases()
+	shared, err = e2eframework.StartShared(opts)
 	Expect(err).NotTo(HaveOccurred())
 	folder, err := filepath.Abs(artifactFolder)
 	Expect(err).NotTo(HaveOccurred())
@@ -116,13 +125,14 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 
 	By("Writing the providers' components for the clusterctl repository")
 	Expect(os.RemoveAll(repositorySources)).To(Succeed())
-	Expect(writeRepositorySources(repositorySources)).To(Succeed())
+	Expect(writeRepositorySources(repositorySources, rel)).To(Succeed())
 
 	By("Making the clusterctl local repository")
 	configPath := clusterctl.CreateRepository(ctx, clusterctl.CreateRepositoryInput{
 		E2EConfig:        loadE2EConfig(),
 		RepositoryFolder: filepath.Join(folder, "repository"),
 	})
+	Expect(amendClusterctlConfig(configPath, rel, shared.Cloud.URL)).To(Succeed())
 
 	By("Recording the providers in clusterctl's inventory, as clusterctl init does")
 	Expect(createInventory(ctx, shared.Client, shared.Kubeconfig, configPath)).To(Succeed())
@@ -153,6 +163,9 @@ var _ = SynchronizedAfterSuite(func() {
 		bootstrapClusterProxy.Dispose(ctx)
 	}
 }, func() {
+	if releasesDir != "" {
+		Expect(os.RemoveAll(releasesDir)).To(Succeed())
+	}
 	if shared == nil {
 		return
 	}
@@ -168,4 +181,50 @@ var _ = ReportAfterSuite("the stack's logs", func(r Report) {
 
 func loadE2EConfig() *clusterctl.E2EConfig {
 	return clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: "config/simulated.yaml"})
+}
+
+// managementSpecs are the labels of every spec labelled management, its
+// format's included, as the spec tree declares them.
+var managementSpecs []Labels
+
+// managementSpec records the labels of a management spec run in formats
+// and returns its own.
+func managementSpec(spec string, formats []bootstrapv1.Format) Labels {
+	for _, f := range formats {
+		managementSpecs = append(managementSpecs, Label(spec, managementLabel, string(f)))
+	}
+	return Label(spec, managementLabel)
+}
+
+// needsManagementReleases says whether the label filter selects a spec that
+// makes a management cluster with clusterctl init: its nodes carry every
+// provider's image, built from source (hack/tools.sh upstream-releases, about
+// 16 minutes on empty caches), which the other specs do without.
+func needsManagementReleases() bool {
+	for _, l := range managementSpecs {
+		if l.MatchesLabelFilter(GinkgoLabelFilter()) {
+			return true
+		}
+	}
+	return false
+}
+
+// suiteReleases writes the providers' releases into releasesDir and returns
+// the stack's options: with the management machine image when a selected
+// spec needs it.
+func suiteReleases() (*releases.Releases, stack.Options) {
+	opts := stack.Options{ManagerArgs: managerArgs}
+	if !needsManagementReleases() {
+		rel, err := releases.WriteRepository(releasesDir)
+		Expect(err).NotTo(HaveOccurred())
+		return rel, opts
+	}
+	By("Building every provider's image and cert-manager's (hack/tools.sh upstream-releases)")
+	cmd := exec.Command(filepath.Join(repodir.Root(), "hack", "tools.sh"), "upstream-releases")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = repodir.Root(), GinkgoWriter, GinkgoWriter
+	Expect(cmd.Run()).To(Succeed())
+	rel, err := releases.Build(releasesDir)
+	Expect(err).NotTo(HaveOccurred())
+	opts.MachineImages = map[string][]host.ImageArchive{releases.MachineImage: rel.Images}
+	return rel, opts
 }

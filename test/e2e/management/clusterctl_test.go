@@ -80,7 +80,7 @@ func managementCluster(t *testing.T, name string) *framework.WorkloadCluster {
 	})
 	for _, o := range objects {
 		if sm, ok := o.(*infrav1.SimulatedMachine); ok {
-			sm.Spec.Image = managementImage
+			sm.Spec.Image = releases.MachineImage
 		}
 	}
 	w.Create(objects...)

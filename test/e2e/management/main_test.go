@@ -27,10 +27,6 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
-// managementImage is the machine image of a management cluster's nodes: the
-// node image with every provider's image in its store.
-const managementImage = "management"
-
 var (
 	// st is the stack the package's host tests share.
 	st *stack.Stack
@@ -48,7 +44,7 @@ func TestMain(m *testing.M) {
 		if rel, err = releases.Build(dir); err != nil {
 			return nil, err
 		}
-		return map[string][]host.ImageArchive{managementImage: rel.Images}, nil
+		return map[string][]host.ImageArchive{releases.MachineImage: rel.Images}, nil
 	}, Setup: func(s *stack.Stack) { st = s }})
 	_ = os.RemoveAll(dir)
 	os.Exit(code)

@@ -16,11 +16,11 @@ limitations under the License.
 
 // Package releases assembles what a management cluster installs with
 // clusterctl, as users get it: one clusterctl repository with every
-// provider's components and metadata (Cluster API's and cert-manager's from
-// hack/upstreamreleases, this provider's from hack/release, the simulated
-// provider's from its kustomize tree), a clusterctl configuration pointing at
-// it, and the images the management cluster's nodes carry, since there is no
-// registry to pull from.
+// provider's components and metadata (Cluster API's from its module, as its
+// release builds them; this provider's and the simulated provider's from
+// their kustomize trees), cert-manager's manifest, a clusterctl
+// configuration pointing at it, and the images the management cluster's
+// nodes carry, since there is no registry to pull from.
 package releases
 
 import (
@@ -39,6 +39,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/gobuild"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/moduledir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
@@ -56,6 +57,10 @@ const (
 	SimulatedImage = "registry.cabpk-formats.test/simulated-infrastructure-controller:" + SimulatedVersion
 )
 
+// MachineImage names the Lab's machine image whose store holds every
+// provider's image: the management clusters' nodes boot from it.
+const MachineImage = "management"
+
 // Provider labels, as clusterctl names providers' directories and Pods'
 // provider labels.
 const (
@@ -65,37 +70,69 @@ const (
 	InfrastructureLabel = "infrastructure-simulated"
 )
 
-// Releases is what Build wrote.
+// Releases is what WriteRepository or Build wrote.
 type Releases struct {
 	// Repository is the clusterctl repository: <label>/<version>/ with the
 	// components file and metadata.yaml, and cert-manager/<version>/.
 	Repository string
-	// Images are the managers' images, for a machine image.
+	// Images are the managers' images, for a machine image (Build only).
 	Images []host.ImageArchive
 }
 
 var platform = v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 
-// Build writes the repository and this tree's images under dir; Cluster
-// API's and cert-manager's come from the tool cache (hack/tools.sh
-// upstream-releases).
+// WriteRepository writes every provider's components and metadata under
+// dir/repository: Cluster API's core, KubeadmControlPlane and kubeadm
+// bootstrap provider at the pinned version, this provider and the
+// simulated provider. It builds no image and needs no tool, so a suite that
+// only generates clusters from the repository can use it.
+func WriteRepository(dir string) (*Releases, error) {
+	r := &Releases{Repository: filepath.Join(dir, "repository")}
+	if err := r.writeClusterAPI(); err != nil {
+		return nil, err
+	}
+	yml, err := components.Bootstrap(OurImage)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.write(BootstrapLabel, OurVersion, "bootstrap-components.yaml", yml, filepath.Join(repodir.Root(), "metadata.yaml")); err != nil {
+		return nil, err
+	}
+	simulated := filepath.Join(repodir.Root(), "test", "infrastructure", "simulated")
+	if yml, err = components.Build(filepath.Join(simulated, "config", "default"), map[string]string{"simulated-controller": SimulatedImage}); err != nil {
+		return nil, err
+	}
+	if err := r.write(InfrastructureLabel, SimulatedVersion, "infrastructure-components.yaml", yml, filepath.Join(simulated, "metadata.yaml")); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Build writes the repository as WriteRepository does, with cert-manager's
+// manifest, and the images of every provider: Cluster API's and
+// cert-manager's from the tool cache (hack/tools.sh upstream-releases),
+// this provider's from hack/release and the simulated provider's built here.
 func Build(dir string) (*Releases, error) {
 	upstream, err := testbin.LoadUpstreamReleases()
 	if err != nil {
 		return nil, err
 	}
-	r := &Releases{Repository: filepath.Join(dir, "repository")}
-	if err := os.CopyFS(r.Repository, os.DirFS(upstream.Repository())); err != nil {
-		return nil, fmt.Errorf("copying the upstream repository: %w", err)
+	r, err := WriteRepository(dir)
+	if err != nil {
+		return nil, err
+	}
+	certManager := filepath.Join("cert-manager", testbin.Versions["CERT_MANAGER_VERSION"], testbin.CertManagerManifest)
+	if err := copyFile(filepath.Join(upstream.Repository(), certManager), filepath.Join(r.Repository, certManager)); err != nil {
+		return nil, err
 	}
 	for _, i := range upstream.Images {
 		r.Images = append(r.Images, host.ImageArchive{Ref: i.Ref, Path: filepath.Join(upstream.Dir, i.File)})
 	}
-	ours, err := r.addOurs(filepath.Join(dir, "ours"))
+	ours, err := buildOurImage(filepath.Join(dir, "ours"))
 	if err != nil {
 		return nil, err
 	}
-	simulated, err := r.addSimulated(filepath.Join(dir, "simulated"))
+	simulated, err := buildSimulatedImage(filepath.Join(dir, "simulated"))
 	if err != nil {
 		return nil, err
 	}
@@ -103,27 +140,51 @@ func Build(dir string) (*Releases, error) {
 	return r, nil
 }
 
-// addOurs runs the release tool for this machine's platform, as make
-// release does, and files its components under the bootstrap provider's
-// label.
-func (r *Releases) addOurs(out string) (host.ImageArchive, error) {
-	cmd := exec.Command("go", "run", "./hack/release", "--out", out,
+// writeClusterAPI writes Cluster API's providers as their releases have
+// them, from the module this repository requires.
+func (r *Releases) writeClusterAPI() error {
+	module, err := moduledir.Dir("sigs.k8s.io/cluster-api", "")
+	if err != nil {
+		return err
+	}
+	version := testbin.Versions["CLUSTER_API_VERSION"]
+	for _, p := range components.ClusterAPIProviders {
+		yml, err := p.Components(module, version)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Label, err)
+		}
+		if err := r.write(p.Label, version, p.File, yml, filepath.Join(module, "metadata.yaml")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write files a provider's components and a copy of its metadata under its
+// label and version.
+func (r *Releases) write(label, version, file string, yml []byte, metadata string) error {
+	dir := filepath.Join(r.Repository, label, version)
+	if err := writeFile(filepath.Join(dir, file), yml); err != nil {
+		return err
+	}
+	return copyFile(metadata, filepath.Join(dir, "metadata.yaml"))
+}
+
+// buildOurImage runs the release tool for this machine's platform, as make
+// image does.
+func buildOurImage(out string) (host.ImageArchive, error) {
+	cmd := exec.Command("go", "run", "./hack/release", "--image-only", "--out", out,
 		"--registry", "ghcr.io/cabpk-formats", "--tag", OurVersion, "--platforms", platform.OS+"/"+platform.Architecture)
 	cmd.Dir = repodir.Root()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return host.ImageArchive{}, fmt.Errorf("building this provider's release: %w\n%s", err, b)
-	}
-	for _, f := range []string{"bootstrap-components.yaml", "metadata.yaml"} {
-		if err := copyFile(filepath.Join(out, f), filepath.Join(r.Repository, BootstrapLabel, OurVersion, f)); err != nil {
-			return host.ImageArchive{}, err
-		}
+		return host.ImageArchive{}, fmt.Errorf("building this provider's image: %w\n%s", err, b)
 	}
 	return host.ImageArchive{Ref: OurImage, Path: filepath.Join(out, "cluster-api-kubeadm-bootstrap-controller-"+platform.Architecture+".tar")}, nil
 }
 
-// addSimulated builds the simulated provider's image (its manager, static,
-// as this provider's) and its components from its kustomize tree.
-func (r *Releases) addSimulated(out string) (host.ImageArchive, error) {
+// buildSimulatedImage builds the simulated provider's image: its manager,
+// static, as this provider's.
+func buildSimulatedImage(out string) (host.ImageArchive, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return host.ImageArchive{}, err
 	}
@@ -143,18 +204,6 @@ func (r *Releases) addSimulated(out string) (host.ImageArchive, error) {
 	if err := tarball.WriteToFile(archive, ref, img); err != nil {
 		return host.ImageArchive{}, err
 	}
-	src := filepath.Join(repodir.Root(), "test", "infrastructure", "simulated")
-	yml, err := components.Build(filepath.Join(src, "config", "default"), map[string]string{"simulated-controller": SimulatedImage})
-	if err != nil {
-		return host.ImageArchive{}, err
-	}
-	dst := filepath.Join(r.Repository, InfrastructureLabel, SimulatedVersion)
-	if err := writeFile(filepath.Join(dst, "infrastructure-components.yaml"), yml); err != nil {
-		return host.ImageArchive{}, err
-	}
-	if err := copyFile(filepath.Join(src, "metadata.yaml"), filepath.Join(dst, "metadata.yaml")); err != nil {
-		return host.ImageArchive{}, err
-	}
 	return host.ImageArchive{Ref: SimulatedImage, Path: archive}, nil
 }
 
@@ -169,7 +218,6 @@ func (r *Releases) Config(variables map[string]string) ([]byte, error) {
 		Type string `json:"type"`
 	}
 	capi := testbin.Versions["CLUSTER_API_VERSION"]
-	certManager := testbin.Versions["CERT_MANAGER_VERSION"]
 	cfg := map[string]any{
 		"providers": []provider{
 			{"cluster-api", r.path(CoreLabel, capi, "core-components.yaml"), "CoreProvider"},
@@ -177,12 +225,25 @@ func (r *Releases) Config(variables map[string]string) ([]byte, error) {
 			{"kubeadm", r.path(ControlPlaneLabel, capi, "control-plane-components.yaml"), "ControlPlaneProvider"},
 			{"simulated", r.path(InfrastructureLabel, SimulatedVersion, "infrastructure-components.yaml"), "InfrastructureProvider"},
 		},
-		"cert-manager": map[string]string{"url": r.path("cert-manager", certManager, "cert-manager.yaml"), "version": certManager},
+	}
+	if cm, ok := r.CertManager(); ok {
+		cfg["cert-manager"] = cm
 	}
 	for k, v := range variables {
 		cfg[k] = v
 	}
 	return yaml.Marshal(cfg)
+}
+
+// CertManager is clusterctl's cert-manager setting for the repository's
+// manifest, if Build wrote it.
+func (r *Releases) CertManager() (map[string]string, bool) {
+	version := testbin.Versions["CERT_MANAGER_VERSION"]
+	manifest := r.path("cert-manager", version, testbin.CertManagerManifest)
+	if _, err := os.Stat(manifest); err != nil {
+		return nil, false
+	}
+	return map[string]string{"url": manifest, "version": version}, true
 }
 
 func (r *Releases) path(label, version, file string) string {

@@ -42,6 +42,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
@@ -69,6 +70,7 @@ var flavors = []flavor{
 	{name: "kcp-md-taints", objects: kcpMDTaints},
 	{name: "topology-taints", objects: topologyTaints},
 	{name: "kcp-remediation", objects: kcpRemediation, formats: CommandFormats},
+	{name: "self-hosted", objects: selfHosted, formats: []bootstrapv1.Format{bootstrapv1.CloudConfig}},
 }
 
 // classes are the ClusterClasses the flavors' Clusters name; clusterctl adds
@@ -103,6 +105,19 @@ func quickStartTopology(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	cl := c.ClassCluster(controlPlaneReplicas, f, stack.ClassWorkers{Name: "md-0", Format: f, Replicas: workerReplicas})
 	cl.Spec.Topology.ClassRef.Name = quickStartClass
 	return []client.Object{cl}
+}
+
+// selfHosted is the quick start on hosts that boot from the management
+// machine image, which carries every provider's image: clusterctl init can
+// make the cluster a management cluster with no registry to pull from.
+func selfHosted(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	objects := quickStart(c, f)
+	for _, o := range objects {
+		if t, ok := o.(*infrav1.SimulatedMachineTemplate); ok {
+			t.Spec.Template.Spec.Image = releases.MachineImage
+		}
+	}
+	return objects
 }
 
 // kcpAdoption is a control plane Machine made without a control-plane
