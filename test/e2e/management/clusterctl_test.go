@@ -18,16 +18,21 @@ package management
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,12 +58,15 @@ func TestClusterctlInit(t *testing.T) {
 	w := managementCluster(t, "clusterctl-init")
 	kubeconfig := w.KubeconfigFile()
 	start := time.Now()
-	clusterctl(t, "init", "--kubeconfig", kubeconfig, "--config", clusterctlConfig(t),
+	out, err := clusterctl(t, "init", "--kubeconfig", kubeconfig, "--config", clusterctlConfig(t),
 		"--core", "cluster-api:"+testbin.Versions["CLUSTER_API_VERSION"],
 		"--bootstrap", "kubeadm:"+releases.OurVersion,
 		"--control-plane", "kubeadm:"+testbin.Versions["CLUSTER_API_VERSION"],
 		"--infrastructure", "simulated:"+releases.SimulatedVersion,
 		"--wait-providers", "--wait-provider-timeout", "600")
+	if err != nil {
+		t.Fatalf("clusterctl init: %v\n%s\nwhy providers are not running:\n%s", err, out, whyNotRunning(w.WorkloadClient()))
+	}
 	took := time.Since(start)
 	t.Logf("clusterctl init: every provider Available after %s", took.Round(time.Second))
 	if took > initBudget {
@@ -67,6 +75,11 @@ func TestClusterctlInit(t *testing.T) {
 	c := managementClient(t, w)
 	expectProviderImages(t, c)
 	expectWebhookRefusal(t, c)
+	// The shipped manifests as installed; each step waits through the
+	// cluster's helpers, which report on this test.
+	expectSecuredMetrics(t, w)
+	expectLeaderTakeover(t, w)
+	expectStartFailureExplained(t, w)
 }
 
 // managementCluster boots a one-node kubeadm cluster from the management
@@ -116,17 +129,70 @@ func clusterctlConfig(t *testing.T) string {
 
 // clusterctl runs Cluster API's clusterctl with a configuration directory of
 // its own and no version check (nothing outside the lab is reachable).
-func clusterctl(t *testing.T, args ...string) string {
+func clusterctl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(testbin.MustPath(t, testbin.Clusterctl), args...)
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
 	t.Logf("clusterctl %s", strings.Join(args, " "))
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("clusterctl %s: %v\n%s", args[0], err, out)
+	return string(out), err
+}
+
+// providerNamespaces are where clusterctl init puts the providers.
+var providerNamespaces = []string{"cert-manager", "capi-system", "capi-kubeadm-control-plane-system", ourNamespace, "simulated-system"}
+
+// whyNotRunning says, for each provider Pod that is not ready, what its
+// containers wait for, and the Warning events of the providers' namespaces:
+// what a user reads in kubectl describe when a provider does not come up.
+func whyNotRunning(cs kubernetes.Interface) string {
+	ctx := context.Background()
+	var b strings.Builder
+	for _, ns := range providerNamespaces {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", ns, err)
+			continue
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.ContainerStatuses {
+				if w := c.State.Waiting; w != nil {
+					fmt.Fprintf(&b, "pod %s/%s: %s waits: %s: %s\n", ns, p.Name, c.Name, w.Reason, w.Message)
+				}
+			}
+		}
+		events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
+		if err != nil {
+			continue
+		}
+		for _, e := range events.Items {
+			fmt.Fprintf(&b, "event %s/%s %s: %s\n", ns, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
 	}
-	return string(out)
+	return b.String()
+}
+
+// expectStartFailureExplained rolls the manager's Deployment to an image
+// tag no node has and no registry serves: the new Pod cannot start, and
+// what users read (its waiting reason, the events) names the image.
+func expectStartFailureExplained(t *testing.T, w *framework.WorkloadCluster) {
+	cs := w.WorkloadClient()
+	ctx := context.Background()
+	d, err := cs.AppsV1().Deployments(ourNamespace).Get(ctx, ourDeployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := strings.TrimSuffix(releases.OurImage, releases.OurVersion) + "v0.0.0-missing"
+	d.Spec.Template.Spec.Containers[0].Image = missing
+	if _, err := cs.AppsV1().Deployments(ourNamespace).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var why string
+	w.WaitFor(2*time.Minute, "the new Pod's failure to pull "+missing, func() bool {
+		why = whyNotRunning(cs)
+		return strings.Contains(why, missing) && (strings.Contains(why, "ErrImagePull") || strings.Contains(why, "ImagePullBackOff"))
+	}, func() string { return why })
+	t.Logf("why the manager does not start:\n%s", why)
 }
 
 func managementClient(t *testing.T, w *framework.WorkloadCluster) client.Client {
@@ -175,4 +241,170 @@ func expectWebhookRefusal(t *testing.T, c client.Client) {
 	if err == nil || !strings.Contains(err.Error(), "spec.ignition") || !strings.Contains(err.Error(), "denied the request") {
 		t.Errorf("a cloud-config KubeadmConfig with spec.ignition: got %v, want a refusal naming the field", err)
 	}
+}
+
+// Where this provider's manager runs, as its components name it.
+const (
+	ourNamespace  = "capi-kubeadm-bootstrap-system"
+	ourDeployment = "capi-kubeadm-bootstrap-controller-manager"
+	ourLease      = "kubeadm-bootstrap-manager-leader-election-capi"
+)
+
+// ourPods are the manager's Pods, running or not.
+func ourPods(t *testing.T, cs kubernetes.Interface) []corev1.Pod {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ourNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: "cluster.x-k8s.io/provider=bootstrap-kubeadm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+// expectSecuredMetrics scrapes the manager's metrics endpoint from its node
+// as Prometheus would: refused without a token (401) and with a token whose
+// ServiceAccount may not read /metrics (403); served to one that may, with
+// the Go runtime's memory limit at the container's limit (GOMEMLIMIT from
+// the Deployment's resourceFieldRef).
+func expectSecuredMetrics(t *testing.T, w *framework.WorkloadCluster) {
+	cs := w.WorkloadClient()
+	pods := ourPods(t, cs)
+	if len(pods) != 1 || pods[0].Status.PodIP == "" {
+		t.Fatalf("want one running manager Pod, got %d", len(pods))
+	}
+	pod := pods[0]
+	limit := pod.Spec.Containers[0].Resources.Limits.Memory().Value()
+	url := "https://" + pod.Status.PodIP + ":8443/metrics"
+	reader, stranger := serviceAccountToken(t, cs, "metrics-reader", true), serviceAccountToken(t, cs, "metrics-stranger", false)
+	for _, tc := range []struct {
+		name, token, code string
+	}{
+		{"no token", "", "401"},
+		{"a token without the right", stranger, "403"},
+		{"a token with the right", reader, "200"},
+	} {
+		code, body := scrape(t, w, pod.Spec.NodeName, url, tc.token)
+		if code != tc.code {
+			t.Errorf("%s: HTTP %s, want %s", tc.name, code, tc.code)
+			continue
+		}
+		if tc.code == "200" {
+			expectMemoryLimit(t, body, limit)
+		}
+	}
+}
+
+// scrape asks url from the node with curl, as a token's bearer.
+func scrape(t *testing.T, w *framework.WorkloadCluster, node, url, token string) (code, body string) {
+	t.Helper()
+	args := []string{"curl", "-sk", "--max-time", "20", "-w", "\n%{http_code}", url}
+	if token != "" {
+		args = append(args, "-H", "Authorization: Bearer "+token)
+	}
+	out := strings.TrimRight(w.OnHost(node, args...), "\n")
+	i := strings.LastIndex(out, "\n")
+	return out[i+1:], out[:max(i, 0)]
+}
+
+// expectMemoryLimit finds the Go runtime's memory limit among the metrics.
+func expectMemoryLimit(t *testing.T, metrics string, limit int64) {
+	t.Helper()
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, "go_gc_gomemlimit_bytes "); ok {
+			got, err := strconv.ParseFloat(v, 64)
+			if err != nil || int64(got) != limit {
+				t.Errorf("the manager's memory limit is %s, want the container's %d (GOMEMLIMIT)", v, limit)
+			}
+			return
+		}
+	}
+	t.Error("the metrics hold no go_gc_gomemlimit_bytes")
+}
+
+// serviceAccountToken makes a ServiceAccount in the default namespace, with
+// the right to read /metrics when may, and returns a token of it.
+func serviceAccountToken(t *testing.T, cs kubernetes.Interface, name string, may bool) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if may {
+		role := &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+		}
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: metav1.NamespaceDefault}},
+		}
+		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// expectLeaderTakeover runs the manager with two replicas, as an HA
+// management cluster would, kills the leader's Pod, and waits until the
+// other replica holds the lease.
+func expectLeaderTakeover(t *testing.T, w *framework.WorkloadCluster) {
+	cs := w.WorkloadClient()
+	ctx := context.Background()
+	scale, err := cs.AppsV1().Deployments(ourNamespace).GetScale(ctx, ourDeployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 2
+	if _, err := cs.AppsV1().Deployments(ourNamespace).UpdateScale(ctx, ourDeployment, scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.WaitFor(3*time.Minute, "two ready manager Pods", func() bool { return len(readyPods(ourPods(t, cs))) == 2 })
+	leader := leaseHolder(t, cs)
+	var survivor string
+	for _, p := range readyPods(ourPods(t, cs)) {
+		if p != leader {
+			survivor = p
+		}
+	}
+	if survivor == "" {
+		t.Fatalf("the lease's holder %q is none of the ready Pods", leader)
+	}
+	start := time.Now()
+	if err := cs.CoreV1().Pods(ourNamespace).Delete(ctx, leader, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	w.WaitFor(2*time.Minute, "the other replica to hold the lease", func() bool { return leaseHolder(t, cs) == survivor })
+	t.Logf("%s took the lease over %s after %s was killed", survivor, time.Since(start).Round(time.Second), leader)
+}
+
+func readyPods(pods []corev1.Pod) []string {
+	var ready []string
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+				ready = append(ready, p.Name)
+			}
+		}
+	}
+	return ready
+}
+
+// leaseHolder is the Pod that holds the manager's lease (client-go's
+// identity is the Pod's name, an underscore and a UUID).
+func leaseHolder(t *testing.T, cs kubernetes.Interface) string {
+	t.Helper()
+	lease, err := cs.CoordinationV1().Leases(ourNamespace).Get(context.Background(), ourLease, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	pod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+	return pod
 }
