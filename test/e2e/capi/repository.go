@@ -64,15 +64,12 @@ var providers = []installed{
 // CreateRepository.
 func writeRepositorySources(dir string, r *releases.Releases) error {
 	for _, p := range providers {
-		files, err := filepath.Glob(filepath.Join(r.Repository, p.label(), p.version, "*.yaml"))
-		if err != nil || len(files) != 2 {
-			return fmt.Errorf("%s %s: want components and metadata, found %v (%v)", p.label(), p.version, files, err)
+		// The config names the templates itself, from data/.
+		files, err := filepath.Glob(filepath.Join(r.Repository, p.label(), p.version, "*-components.yaml"))
+		if err != nil || len(files) != 1 {
+			return fmt.Errorf("%s %s: want one components file, found %v (%v)", p.label(), p.version, files, err)
 		}
-		for _, f := range files {
-			target := "components.yaml"
-			if filepath.Base(f) == "metadata.yaml" {
-				target = "metadata.yaml"
-			}
+		for target, f := range map[string]string{"components.yaml": files[0], "metadata.yaml": filepath.Join(filepath.Dir(files[0]), "metadata.yaml")} {
 			b, err := os.ReadFile(f)
 			if err != nil {
 				return err

@@ -58,15 +58,7 @@ func TestClusterctlInit(t *testing.T) {
 	w := managementCluster(t, "clusterctl-init")
 	kubeconfig := w.KubeconfigFile()
 	start := time.Now()
-	out, err := clusterctl(t, "init", "--kubeconfig", kubeconfig, "--config", clusterctlConfig(t),
-		"--core", "cluster-api:"+testbin.Versions["CLUSTER_API_VERSION"],
-		"--bootstrap", "kubeadm:"+releases.OurVersion,
-		"--control-plane", "kubeadm:"+testbin.Versions["CLUSTER_API_VERSION"],
-		"--infrastructure", "simulated:"+releases.SimulatedVersion,
-		"--wait-providers", "--wait-provider-timeout", "600")
-	if err != nil {
-		t.Fatalf("clusterctl init: %v\n%s\nwhy providers are not running:\n%s", err, out, whyNotRunning(w.WorkloadClient()))
-	}
+	initProviders(t, w, kubeconfig, clusterctlConfig(t), releases.OurVersion)
 	took := time.Since(start)
 	t.Logf("clusterctl init: every provider Available after %s", took.Round(time.Second))
 	if took > initBudget {
@@ -80,6 +72,18 @@ func TestClusterctlInit(t *testing.T) {
 	expectSecuredMetrics(t, w)
 	expectLeaderTakeover(t, w)
 	expectStartFailureExplained(t, w)
+}
+
+// initProviders runs clusterctl init with every provider, the kubeadm
+// bootstrap provider at bootstrapVersion (this one's or upstream's), and
+// waits until each is Available.
+func initProviders(t *testing.T, w *framework.WorkloadCluster, kubeconfig, config, bootstrapVersion string) {
+	t.Helper()
+	capi := testbin.Versions["CLUSTER_API_VERSION"]
+	mustClusterctl(t, w, "init", "--kubeconfig", kubeconfig, "--config", config,
+		"--core", "cluster-api:"+capi, "--bootstrap", "kubeadm:"+bootstrapVersion, "--control-plane", "kubeadm:"+capi,
+		"--infrastructure", "simulated:"+releases.SimulatedVersion,
+		"--wait-providers", "--wait-provider-timeout", "600")
 }
 
 // managementCluster boots a one-node kubeadm cluster from the management
@@ -128,15 +132,32 @@ func clusterctlConfig(t *testing.T) string {
 }
 
 // clusterctl runs Cluster API's clusterctl with a configuration directory of
-// its own and no version check (nothing outside the lab is reachable).
+// its own and no version check (nothing outside the lab is reachable), and
+// returns what it printed on stdout; its stderr is in the error.
 func clusterctl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(testbin.MustPath(t, testbin.Clusterctl), args...)
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	t.Logf("clusterctl %s", strings.Join(args, " "))
-	out, err := cmd.CombinedOutput()
+	out, err := cmd.Output()
+	if err != nil {
+		err = fmt.Errorf("%w\n%s", err, stderr.String())
+	}
 	return string(out), err
+}
+
+// mustClusterctl is clusterctl that ends the test when clusterctl fails,
+// with an account of the providers' Pods.
+func mustClusterctl(t *testing.T, w *framework.WorkloadCluster, args ...string) string {
+	t.Helper()
+	out, err := clusterctl(t, args...)
+	if err != nil {
+		t.Fatalf("clusterctl %s: %v\n%s\nwhy providers are not running:\n%s", args[0], err, out, whyNotRunning(w.WorkloadClient()))
+	}
+	return out
 }
 
 // providerNamespaces are where clusterctl init puts the providers.

@@ -34,6 +34,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 )
 
 // TestReleasesRunOnNodes checks the repository a management cluster is
@@ -53,8 +55,8 @@ func TestReleasesRunOnNodes(t *testing.T) {
 	}
 	deployments := 0
 	for _, f := range files {
-		if filepath.Base(f) == "metadata.yaml" {
-			continue
+		if base := filepath.Base(f); !strings.HasSuffix(base, "components.yaml") && base != testbin.CertManagerManifest {
+			continue // metadata and cluster templates
 		}
 		for _, o := range readComponents(t, f) {
 			if o.GetKind() != "Deployment" {

@@ -84,8 +84,9 @@ var platform = v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 // WriteRepository writes every provider's components and metadata under
 // dir/repository: Cluster API's core, KubeadmControlPlane and kubeadm
 // bootstrap provider at the pinned version, this provider and the
-// simulated provider. It builds no image and needs no tool, so a suite that
-// only generates clusters from the repository can use it.
+// simulated provider with its cluster templates. It builds no image and
+// needs no tool, so a suite that only generates clusters from the
+// repository can use it.
 func WriteRepository(dir string) (*Releases, error) {
 	r := &Releases{Repository: filepath.Join(dir, "repository")}
 	if err := r.writeClusterAPI(); err != nil {
@@ -105,7 +106,31 @@ func WriteRepository(dir string) (*Releases, error) {
 	if err := r.write(InfrastructureLabel, SimulatedVersion, "infrastructure-components.yaml", yml, filepath.Join(simulated, "metadata.yaml")); err != nil {
 		return nil, err
 	}
-	return r, nil
+	return r, r.writeTemplates()
+}
+
+// writeTemplates files the simulated provider's cluster templates and
+// ClusterClasses beside its components, where clusterctl generate cluster
+// finds a provider's flavors.
+func (r *Releases) writeTemplates() error {
+	src := filepath.Join(repodir.Root(), "test", "e2e", "capi", "data", "infrastructure-simulated")
+	var files []string
+	for _, pattern := range []string{"cluster-template*.yaml", "clusterclass-*.yaml"} {
+		m, err := filepath.Glob(filepath.Join(src, pattern))
+		if err != nil {
+			return err
+		}
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no cluster templates in %s", src)
+	}
+	for _, f := range files {
+		if err := copyFile(f, r.path(InfrastructureLabel, SimulatedVersion, filepath.Base(f))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Build writes the repository as WriteRepository does, with cert-manager's
