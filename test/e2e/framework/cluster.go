@@ -151,11 +151,7 @@ func (w *WorkloadCluster) Scale(name string, replicas int32) {
 // the success sentinel is there), logging the table when it changes.
 func (w *WorkloadCluster) WaitForMachines(want int, timeout time.Duration) []clusterv1.Machine {
 	w.t.Helper()
-	last := ""
-	w.WaitFor(timeout, fmt.Sprintf("%d machines done", want), func() bool {
-		rows := w.LogTable(&last)
-		return stack.CountDone(rows) == want && len(rows) == want
-	})
+	w.WaitForMachinesIn(w.c, w.Namespace, want, timeout)
 	var machines clusterv1.MachineList
 	if err := w.c.List(context.Background(), &machines, client.InNamespace(w.Namespace)); err != nil {
 		w.t.Fatal(err)
@@ -163,17 +159,37 @@ func (w *WorkloadCluster) WaitForMachines(want int, timeout time.Duration) []clu
 	return machines.Items
 }
 
+// WaitForMachinesIn is WaitForMachines for the Machines of a namespace of
+// another management cluster, c: one this cluster runs, say.
+func (w *WorkloadCluster) WaitForMachinesIn(c client.Client, namespace string, want int, timeout time.Duration) {
+	w.t.Helper()
+	last := ""
+	w.WaitFor(timeout, fmt.Sprintf("%d machines done in %s", want, namespace), func() bool {
+		rows := w.logTable(c, namespace, &last)
+		return stack.CountDone(rows) == want && len(rows) == want
+	})
+}
+
 // LogTable logs the Machines' table when it differs from *last.
 func (w *WorkloadCluster) LogTable(last *string) []stack.MachineRow {
 	w.t.Helper()
-	rows, err := stack.MachineTable(context.Background(), w.c, w.Namespace)
+	return w.logTable(w.c, w.Namespace, last)
+}
+
+func (w *WorkloadCluster) logTable(c client.Client, namespace string, last *string) []stack.MachineRow {
+	w.t.Helper()
+	rows, err := stack.MachineTable(context.Background(), c, namespace)
 	if err != nil {
 		return nil
 	}
 	var b strings.Builder
 	stack.WriteTable(&b, rows)
 	if s := b.String(); s != *last {
-		w.t.Logf("%s machines:\n%s", w.Name, s)
+		title := w.Name + " machines"
+		if c != w.c {
+			title = "machines in " + namespace + " of another management cluster"
+		}
+		w.t.Logf("%s:\n%s", title, s)
 		*last = s
 	}
 	return rows

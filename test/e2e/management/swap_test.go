@@ -21,8 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +61,7 @@ func TestSwapByClusterctl(t *testing.T) {
 	if out, err := exec.Command(testbin.MustPath(t, testbin.Kubectl), "--kubeconfig", kubeconfig, "apply", "-f", manifest).CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
-	waitForMachines(t, w, c, 2)
+	w.WaitForMachinesIn(c, "default", 2, 10*time.Minute)
 
 	upstreamImage := upstreamBootstrapImage(upstream)
 	expectBootstrapImage(t, c, upstreamImage)
@@ -71,7 +69,7 @@ func TestSwapByClusterctl(t *testing.T) {
 		swapBootstrapProvider(t, w, kubeconfig, config, swap.version)
 		expectBootstrapImage(t, c, swap.image)
 		scaleWorkers(t, c, "swap-workload-md-0", int32(i+2))
-		waitForMachines(t, w, c, i+3)
+		w.WaitForMachinesIn(c, "default", i+3, 10*time.Minute)
 	}
 }
 
@@ -115,27 +113,6 @@ func scaleWorkers(t *testing.T, c client.Client, md string, replicas int32) {
 	if err := c.Patch(context.Background(), d, patch); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// waitForMachines waits until want Machines of the workload cluster (in the
-// management cluster's default namespace) run with a node and their hosts
-// ran the bootstrap data, logging the table when it changes.
-func waitForMachines(t *testing.T, w *framework.WorkloadCluster, c client.Client, want int) {
-	t.Helper()
-	last := ""
-	w.WaitFor(10*time.Minute, strconv.Itoa(want)+" workload machines done", func() bool {
-		rows, err := stack.MachineTable(context.Background(), c, "default")
-		if err != nil {
-			return false
-		}
-		var b strings.Builder
-		stack.WriteTable(&b, rows)
-		if b.String() != last {
-			last = b.String()
-			t.Logf("workload machines:\n%s", last)
-		}
-		return stack.CountDone(rows) == want && len(rows) == want
-	})
 }
 
 // upstreamBootstrapImage is the image of Cluster API's kubeadm bootstrap
