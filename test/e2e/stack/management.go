@@ -48,8 +48,9 @@ import (
 // webhooks, labelled as `clusterctl init` labels them; a garbage collector;
 // a kubeadm bootstrap provider's manager (this one's at start); Cluster
 // API's controllers; the simulated infrastructure provider's manager, which
-// asks the stack's Lab for hosts over its API. Hosts and load balancers are keyed by namespace and name, so
-// a cluster moved to another management cluster keeps them.
+// asks the stack's Lab for hosts over its API. Hosts and load balancers are
+// keyed by namespace and name, so a cluster moved to another management
+// cluster keeps them.
 type Management struct {
 	// Name names it in progress lines.
 	Name   string
