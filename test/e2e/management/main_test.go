@@ -17,7 +17,6 @@ limitations under the License.
 package management
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -34,18 +33,22 @@ var (
 	rel *releases.Releases
 )
 
+// TestMain builds the releases only in the test process: every host
+// re-executes this binary and never returns from framework.Run.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "releases-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	var dir string
 	code := framework.Run(framework.RunInput{M: m, MachineImages: func() (map[string][]host.ImageArchive, error) {
+		var err error
+		if dir, err = os.MkdirTemp("", "releases-"); err != nil {
+			return nil, err
+		}
 		if rel, err = releases.Build(dir); err != nil {
 			return nil, err
 		}
 		return map[string][]host.ImageArchive{releases.MachineImage: rel.Images}, nil
 	}, Setup: func(s *stack.Stack) { st = s }})
-	_ = os.RemoveAll(dir)
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
 	os.Exit(code)
 }
