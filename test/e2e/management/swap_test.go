@@ -29,7 +29,6 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/components"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
@@ -63,7 +62,7 @@ func TestSwapByClusterctl(t *testing.T) {
 	}
 	w.WaitForMachinesIn(c, "default", 2, 10*time.Minute)
 
-	upstreamImage := upstreamBootstrapImage(upstream)
+	upstreamImage := releases.UpstreamBootstrapImage()
 	expectBootstrapImage(t, c, upstreamImage)
 	for i, swap := range []struct{ version, image string }{{releases.OurVersion, releases.OurImage}, {upstream, upstreamImage}} {
 		swapBootstrapProvider(t, w, kubeconfig, config, swap.version)
@@ -113,15 +112,4 @@ func scaleWorkers(t *testing.T, c client.Client, md string, replicas int32) {
 	if err := c.Patch(context.Background(), d, patch); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// upstreamBootstrapImage is the image of Cluster API's kubeadm bootstrap
-// provider's release of version.
-func upstreamBootstrapImage(version string) string {
-	for _, p := range components.ClusterAPIProviders {
-		if p.Label == releases.BootstrapLabel {
-			return p.ImageRef(version)
-		}
-	}
-	return ""
 }

@@ -57,6 +57,17 @@ const (
 	SimulatedImage = "registry.cabpk-formats.test/simulated-infrastructure-controller:" + SimulatedVersion
 )
 
+// UpstreamBootstrapImage is the image of upstream's kubeadm bootstrap
+// provider's release, at the pinned Cluster API version.
+func UpstreamBootstrapImage() string {
+	for _, p := range components.ClusterAPIProviders {
+		if p.Label == BootstrapLabel {
+			return p.ImageRef(testbin.Versions["CLUSTER_API_VERSION"])
+		}
+	}
+	panic("components.ClusterAPIProviders has no " + BootstrapLabel)
+}
+
 // MachineImage names the Lab's machine image whose store holds every
 // provider's image: the management clusters' nodes boot from it.
 const MachineImage = "management"
