@@ -90,7 +90,19 @@ func writeRepositorySources(dir string, r *releases.Releases) error {
 // the simulated cloud's URL the simulated provider's Deployment needs, and
 // cert-manager's manifest when the releases have it.
 func amendClusterctlConfig(path string, r *releases.Releases, cloudURL string) error {
-	b, err := os.ReadFile(path)
+	return editClusterctlConfig(path, path, func(cfg map[string]any) error {
+		cfg["SIMULATED_CLOUD_URL"] = cloudURL
+		if cm, ok := r.CertManager(); ok {
+			cfg["cert-manager"] = cm
+		}
+		return nil
+	})
+}
+
+// editClusterctlConfig reads the clusterctl configuration at src, lets edit
+// change it and writes it to dst.
+func editClusterctlConfig(src, dst string, edit func(map[string]any) error) error {
+	b, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
@@ -98,14 +110,26 @@ func amendClusterctlConfig(path string, r *releases.Releases, cloudURL string) e
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
 		return err
 	}
-	cfg["SIMULATED_CLOUD_URL"] = cloudURL
-	if cm, ok := r.CertManager(); ok {
-		cfg["cert-manager"] = cm
+	if err := edit(cfg); err != nil {
+		return fmt.Errorf("%s: %w", src, err)
 	}
 	if b, err = yaml.Marshal(cfg); err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o600)
+	return os.WriteFile(dst, b, 0o600)
+}
+
+// setProviderURL points the configuration's provider of that name and type
+// at url.
+func setProviderURL(cfg map[string]any, name string, kind clusterctlv1.ProviderType, url string) error {
+	providers, _ := cfg["providers"].([]any)
+	for _, p := range providers {
+		if p, ok := p.(map[string]any); ok && p["name"] == name && p["type"] == string(kind) {
+			p["url"] = url
+			return nil
+		}
+	}
+	return fmt.Errorf("providers: no %s named %s", kind, name)
 }
 
 // createInventory records the providers in clusterctl's inventory of the

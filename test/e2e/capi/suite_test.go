@@ -133,6 +133,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		RepositoryFolder: filepath.Join(folder, "repository"),
 	})
 	Expect(amendClusterctlConfig(configPath, rel, shared.Cloud.URL)).To(Succeed())
+	Expect(writeAdoptionRepository(folder, rel)).To(Succeed())
 
 	By("Recording the providers in clusterctl's inventory, as clusterctl init does")
 	Expect(createInventory(ctx, shared.Client, shared.Kubeconfig, configPath)).To(Succeed())
