@@ -71,6 +71,7 @@ var flavors = []flavor{
 	{name: "topology-taints", objects: topologyTaints},
 	{name: "kcp-remediation", objects: kcpRemediation, formats: CommandFormats},
 	{name: "self-hosted", objects: selfHosted, formats: []bootstrapv1.Format{bootstrapv1.CloudConfig}},
+	{name: FormatsFlavor, objects: formatsTopology, formats: []bootstrapv1.Format{bootstrapv1.CloudConfig}},
 }
 
 // classes are the ClusterClasses the flavors' Clusters name; clusterctl adds
@@ -86,7 +87,16 @@ const quickStartClass = "quick-start"
 const (
 	controlPlaneReplicas = 987001
 	workerReplicas       = 987002
+	formatSentinel       = "format-987003"
 )
+
+// FormatsFlavor is the ClusterClass quick start whose format the clusterctl
+// variable FormatVariable chooses: make demo's.
+const FormatsFlavor = "formats"
+
+// FormatVariable is the clusterctl variable of FormatsFlavor's format,
+// cloud-config when unset.
+const FormatVariable = "BOOTSTRAP_FORMAT"
 
 // cluster is every template's cluster: clusterctl names it and puts it in
 // the target namespace.
@@ -104,6 +114,17 @@ func quickStart(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 func quickStartTopology(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	cl := c.ClassCluster(controlPlaneReplicas, f, stack.ClassWorkers{Name: "md-0", Format: f, Replicas: workerReplicas})
 	cl.Spec.Topology.ClassRef.Name = quickStartClass
+	return []client.Object{cl}
+}
+
+// formatsTopology is the quick start as a Cluster of the quick-start
+// ClusterClass in the format FormatVariable says. The control plane takes it
+// by the format annotation, which admits every format (the class's variable
+// has no raw: KCP's format has none), the workers by their variable.
+func formatsTopology(c stack.Cluster, _ bootstrapv1.Format) []client.Object {
+	cl := c.ClassCluster(controlPlaneReplicas, bootstrapv1.Raw, stack.ClassWorkers{Name: "md-0", Format: formatSentinel, Replicas: workerReplicas})
+	cl.Spec.Topology.ClassRef.Name = quickStartClass
+	cl.Spec.Topology.ControlPlane.Metadata.Annotations[bootstrapv1.FormatAnnotation] = formatSentinel
 	return []client.Object{cl}
 }
 
@@ -288,6 +309,7 @@ var variables = strings.NewReplacer(
 	fmt.Sprintf("replicas: %d", controlPlaneReplicas), "replicas: ${CONTROL_PLANE_MACHINE_COUNT}",
 	fmt.Sprintf("replicas: %d", workerReplicas), "replicas: ${WORKER_MACHINE_COUNT}",
 	"version: "+stack.KubernetesVersion, "version: ${KUBERNETES_VERSION}",
+	formatSentinel, "${"+FormatVariable+":=cloud-config}",
 )
 
 // header opens every written template.

@@ -18,12 +18,17 @@ package flavors
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
 
 // dataDir is where hack/e2eflavors writes the templates.
@@ -65,7 +70,7 @@ func TestTemplatesLeaveNoSentinel(t *testing.T) {
 	}
 	for _, name := range Names(files) {
 		s := string(files[name])
-		for _, v := range []string{"987001", "987002", "v1.36"} {
+		for _, v := range []string{"987001", "987002", "987003", "v1.36"} {
 			if strings.Contains(s, v) {
 				t.Errorf("%s still holds %q", name, v)
 			}
@@ -80,6 +85,62 @@ func TestTemplatesLeaveNoSentinel(t *testing.T) {
 			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil || obj["kind"] == nil {
 				t.Errorf("%s document %d: %v", name, i+1, err)
 			}
+		}
+	}
+}
+
+// TestFormatsFlavorTakesTheFormatVariable processes the formats flavor as
+// clusterctl generate cluster does: the format variable reaches the control
+// plane's format annotation and the workers' variable, cloud-config when
+// the variable is unset.
+func TestFormatsFlavorTakesTheFormatVariable(t *testing.T) {
+	files, err := Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := files[TemplateName(FormatsFlavor, bootstrapv1.CloudConfig)]
+	for _, set := range []string{"", "raw", "ignition"} {
+		out, err := yamlprocessor.NewSimpleProcessor().Process(template, func(name string) (string, error) {
+			switch {
+			case name != FormatVariable:
+				return "x", nil
+			case set == "":
+				return "", errors.New("not set")
+			}
+			return set, nil
+		})
+		if err != nil {
+			t.Fatalf("%s=%q: %v", FormatVariable, set, err)
+		}
+		var cluster struct {
+			Spec struct {
+				Topology struct {
+					ControlPlane struct {
+						Metadata struct{ Annotations map[string]string }
+					} `json:"controlPlane"`
+					Workers struct {
+						MachineDeployments []struct {
+							Variables struct {
+								Overrides []struct{ Value string }
+							}
+						} `json:"machineDeployments"`
+					}
+				}
+			}
+		}
+		if err := yaml.Unmarshal(bytes.SplitN(out, []byte("\n---\n"), 2)[1], &cluster); err != nil {
+			t.Fatal(err)
+		}
+		want := set
+		if want == "" {
+			want = string(bootstrapv1.CloudConfig)
+		}
+		topology := cluster.Spec.Topology
+		if got := topology.ControlPlane.Metadata.Annotations[bootstrapv1.FormatAnnotation]; got != want {
+			t.Errorf("%s=%q: control plane's format annotation %q, want %q", FormatVariable, set, got, want)
+		}
+		if len(topology.Workers.MachineDeployments) != 1 || topology.Workers.MachineDeployments[0].Variables.Overrides[0].Value != want {
+			t.Errorf("%s=%q: workers %+v, want the format %q", FormatVariable, set, topology.Workers, want)
 		}
 	}
 }
