@@ -275,8 +275,8 @@ bench-scale-arrival: ## Steady arrival: SCALE_ARRIVAL_RATE machines a second (10
 ##@ Run
 
 .PHONY: demo
-demo: ## Main job: Cluster API, this provider and a ClusterClass workload cluster (KCP + a MachineDeployment per format) on simulated hosts; CONTROL_PLANE_REPLICAS=3 for HA (root; Ctrl-C stops).
-	hack/tools.sh e2e kubectl
+demo: ## Main job: Cluster API's quick start with this provider on simulated hosts (BOOTSTRAP_FORMAT=cloud-config|ignition|raw, CONTROL_PLANE_REPLICAS=1; root; Ctrl-C stops).
+	hack/tools.sh e2e kubectl clusterctl upstream-releases
 	mkdir -p $(BIN_DIR)
 	go build -o $(BIN_DIR)/demo ./test/e2e/demo
 	exec $(BIN_DIR)/demo
