@@ -65,14 +65,7 @@ type quickStart struct {
 }
 
 func newQuickStart(dir, kubeconfig string, rel *releases.Releases, cloudURL string, set settings) (*quickStart, error) {
-	cfg, err := rel.Config(map[string]string{
-		"SIMULATED_CLOUD_URL":                   cloudURL,
-		"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true",
-		"EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW":      "true",
-		"CLUSTER_TOPOLOGY":                      "true",
-		// Nothing outside the lab is reachable to ask for a newer clusterctl.
-		"CLUSTERCTL_DISABLE_VERSIONCHECK": "true",
-	})
+	cfg, err := rel.Config(cloudURL)
 	if err != nil {
 		return nil, err
 	}

@@ -111,16 +111,10 @@ func managementCluster(t *testing.T, name string) *framework.WorkloadCluster {
 	return w
 }
 
-// clusterctlConfig writes the clusterctl configuration of the repository,
-// with the simulated cloud's URL and this provider's format gates on.
+// clusterctlConfig writes the clusterctl configuration of the repository.
 func clusterctlConfig(t *testing.T) string {
 	t.Helper()
-	b, err := rel.Config(map[string]string{
-		"SIMULATED_CLOUD_URL":                   st.Cloud.URL,
-		"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true",
-		"EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW":      "true",
-		"CLUSTER_TOPOLOGY":                      "true",
-	})
+	b, err := rel.Config(st.Cloud.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

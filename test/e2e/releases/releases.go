@@ -243,11 +243,12 @@ func buildSimulatedImage(out string) (host.ImageArchive, error) {
 	return host.ImageArchive{Ref: SimulatedImage, Path: archive}, nil
 }
 
-// Config is a clusterctl configuration for the repository: every provider
-// by its components' path, cert-manager's manifest, and variables (the
-// simulated cloud's URL, the gates); clusterctl init and generate read it
-// with --config.
-func (r *Releases) Config(variables map[string]string) ([]byte, error) {
+// Config is a clusterctl configuration for the repository, as a user of
+// the lab writes it: every provider by its components' path, cert-manager's
+// manifest, the simulated cloud's URL, this provider's format gates and
+// ClusterClass on, and no check for a newer clusterctl (nothing outside the
+// lab is reachable). clusterctl init and generate read it with --config.
+func (r *Releases) Config(cloudURL string) ([]byte, error) {
 	type provider struct {
 		Name string `json:"name"`
 		URL  string `json:"url"`
@@ -265,7 +266,13 @@ func (r *Releases) Config(variables map[string]string) ([]byte, error) {
 	if cm, ok := r.CertManager(); ok {
 		cfg["cert-manager"] = cm
 	}
-	for k, v := range variables {
+	for k, v := range map[string]string{
+		"SIMULATED_CLOUD_URL":                   cloudURL,
+		"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true",
+		"EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW":      "true",
+		"CLUSTER_TOPOLOGY":                      "true",
+		"CLUSTERCTL_DISABLE_VERSIONCHECK":       "true",
+	} {
 		cfg[k] = v
 	}
 	return yaml.Marshal(cfg)
