@@ -163,21 +163,8 @@ func writeAdoptionRepository(folder string, r *releases.Releases) error {
 // copyRelease copies the kubeadm bootstrap provider's release at version in
 // the releases to as in adoptionRepository.
 func copyRelease(r *releases.Releases, version, as, folder string) error {
-	src := filepath.Join(r.Repository, releases.BootstrapLabel, version)
-	dst := filepath.Join(adoptionRepository(folder), releases.BootstrapLabel, as)
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	for from, to := range map[string]string{"bootstrap-components.yaml": "components.yaml", "metadata.yaml": "metadata.yaml"} {
-		b, err := os.ReadFile(filepath.Join(src, from))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dst, to), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return copyComponents(filepath.Join(r.Repository, releases.BootstrapLabel, version, "bootstrap-components.yaml"),
+		filepath.Join(adoptionRepository(folder), releases.BootstrapLabel, as))
 }
 
 // addReleaseSeries adds to the clusterctl metadata at path the release

@@ -69,17 +69,27 @@ func writeRepositorySources(dir string, r *releases.Releases) error {
 		if err != nil || len(files) != 1 {
 			return fmt.Errorf("%s %s: want one components file, found %v (%v)", p.label(), p.version, files, err)
 		}
-		for target, f := range map[string]string{"components.yaml": files[0], "metadata.yaml": filepath.Join(filepath.Dir(files[0]), "metadata.yaml")} {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(filepath.Join(dir, p.label()), 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, p.label(), target), b, 0o644); err != nil {
-				return err
-			}
+		if err := copyComponents(files[0], filepath.Join(dir, p.label())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyComponents copies a provider's components file into dst as
+// components.yaml, with the metadata.yaml beside it, as the framework's
+// CreateRepository and clusterctl's local repositories name them.
+func copyComponents(components, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for target, f := range map[string]string{"components.yaml": components, "metadata.yaml": filepath.Join(filepath.Dir(components), "metadata.yaml")} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, target), b, 0o644); err != nil {
+			return err
 		}
 	}
 	return nil
