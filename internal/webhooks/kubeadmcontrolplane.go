@@ -32,6 +32,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/supportedversions"
 )
 
 // +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane-bootstrap,mutating=false,failurePolicy=ignore,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes;kubeadmcontrolplanetemplates,versions=v1beta2,name=bootstrap.kubeadmcontrolplane.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
@@ -43,7 +44,9 @@ const KubeadmControlPlanePath = "/validate-controlplane-cluster-x-k8s-io-v1beta2
 // templates (which ClusterClass patches fill), what the KubeadmConfigs
 // KubeadmControlPlane will create render: kubeadmConfigSpec with the format
 // and Butane that spec.machineTemplate.metadata's annotations choose, through
-// the same rules as a KubeadmConfig. KubeadmControlPlane's own webhook and
+// the same rules as a KubeadmConfig, and a KubeadmControlPlane's
+// spec.version against the Kubernetes versions this provider supports
+// (supportedversions). KubeadmControlPlane's own webhook and
 // CRD know nothing of those annotations; without this a gated or
 // contradictory format would only fail once KCP creates a machine. An update
 // is checked only when what it renders changes, so that objects that were
@@ -71,6 +74,9 @@ func (w *KubeadmControlPlaneBootstrap) SetupWebhookWithManager(mgr ctrl.Manager)
 // kcpBootstrapPart is the part of a KubeadmControlPlane (spec) or of a
 // KubeadmControlPlaneTemplate (spec.template.spec) that makes KubeadmConfigs.
 type kcpBootstrapPart struct {
+	// Version is a KubeadmControlPlane's; a template has none (its
+	// Cluster's topology gives it).
+	Version         string `json:"version,omitempty"`
 	MachineTemplate struct {
 		ObjectMeta struct {
 			Annotations map[string]string `json:"annotations,omitempty"`
@@ -110,13 +116,13 @@ func (w *KubeadmControlPlaneBootstrap) Handle(ctx context.Context, req admission
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	_, errs, warnings := fieldrules.ValidateAnnotated(part.MachineTemplate.ObjectMeta.Annotations, &part.KubeadmConfigSpec, w.Gates, annotationsPath, specPath)
+	errs, warnings := w.validate(part, annotationsPath, specPath)
 	switch {
 	case len(errs) == 0:
 	case len(req.OldObject.Raw) > 0:
 		// Ratchet: what is as it was may stay as it is.
 		if old, _, _, err := decodeKCP(req.Kind.Kind, req.OldObject.Raw); err == nil {
-			_, oldErrs, _ := fieldrules.ValidateAnnotated(old.MachineTemplate.ObjectMeta.Annotations, &old.KubeadmConfigSpec, w.Gates, annotationsPath, specPath)
+			oldErrs, _ := w.validate(old, annotationsPath, specPath)
 			errs = ratchet(errs, oldErrs, req.OldObject.Raw, req.Object.Raw)
 		}
 	default:
@@ -130,4 +136,18 @@ func (w *KubeadmControlPlaneBootstrap) Handle(ctx context.Context, req admission
 		return admission.Denied(fmt.Sprintf("%s %q is invalid for the bootstrap provider: %v", req.Kind.Kind, req.Name, errs.ToAggregate()))
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// validate checks what part renders and, for a KubeadmControlPlane, its
+// version. The version is checked here, for the KubeadmControlPlane a user
+// writes, because the KubeadmConfigs it makes carry none: their machines'
+// versions reach the controller only.
+func (w *KubeadmControlPlaneBootstrap) validate(part *kcpBootstrapPart, annotationsPath, specPath *field.Path) (field.ErrorList, []string) {
+	_, errs, warnings := fieldrules.ValidateAnnotated(part.MachineTemplate.ObjectMeta.Annotations, &part.KubeadmConfigSpec, w.Gates, annotationsPath, specPath)
+	if part.Version != "" {
+		if err := supportedversions.Check(part.Version); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "version"), part.Version, err.Error()))
+		}
+	}
+	return errs, warnings
 }

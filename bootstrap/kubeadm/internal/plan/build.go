@@ -37,6 +37,7 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/machinechecks"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/supportedversions"
 )
 
 // Cluster is what the Cluster and the owning Machine contribute.
@@ -109,7 +110,10 @@ func MachineVersion(v string) (semver.Version, schema.GroupVersion, error) {
 	}
 	gv, err := kubeadmtypes.KubeVersionToKubeadmAPIGroupVersion(version)
 	if err != nil {
-		return semver.Version{}, schema.GroupVersion{}, &VersionError{Of: "the machine", Version: v, Problem: err.Error()}
+		// Older than kubeadm's v1beta3 API. Say what does work: the range
+		// the version matrix checks.
+		return semver.Version{}, schema.GroupVersion{}, &VersionError{Of: "the machine", Version: v,
+			Problem: "kubeadm has no configuration API this provider can write for it; it supports " + supportedversions.Range()}
 	}
 	return version, gv, nil
 }

@@ -49,6 +49,8 @@ type badInput struct {
 	reconciler func(f *fixture) *kubeadmconfig.Reconciler
 	condition  string
 	reason     string
+	// says, when set, are what the condition's message must name.
+	says []string
 	// waits says the controller looks again by itself (a requeue), because
 	// what it waits for is not something it watches.
 	waits bool
@@ -137,6 +139,7 @@ func badInputs() []badInput {
 				return cfg
 			},
 			condition: dataCondition, reason: bootstrapv1.KubeadmConfigInvalidKubernetesVersionReason,
+			says: []string{"v1.19.0", "v1.31 to v1.37"},
 		},
 		{
 			name: "template that never ends",
@@ -290,6 +293,11 @@ func TestBadInputsGiveConditions(t *testing.T) {
 				}
 			case !apierrors.IsNotFound(err):
 				t.Errorf("a data secret was written: %v", err)
+			}
+			for _, want := range tc.says {
+				if !strings.Contains(c.Message, want) {
+					t.Errorf("condition message does not name %q: %q", want, c.Message)
+				}
 			}
 			if strings.Contains(c.Message, "\n") || len(c.Message) > 1024 {
 				t.Errorf("condition message is not one short line: %q", c.Message)
