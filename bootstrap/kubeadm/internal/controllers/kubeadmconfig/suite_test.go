@@ -226,6 +226,14 @@ func (f *fixture) setClusterStatus(infrastructure, controlPlaneInitialized bool)
 // API's Machine controller would own it.
 func (f *fixture) machine(name string, controlPlane bool, spec bootstrapv1.KubeadmConfigSpec) (*clusterv1.Machine, *bootstrapv1.KubeadmConfig) {
 	f.t.Helper()
+	m := f.newMachine(name, controlPlane)
+	f.create(m)
+	return m, f.config(name, m, spec)
+}
+
+// newMachine is a Machine of the fixture's cluster whose config is name,
+// not yet created.
+func (f *fixture) newMachine(name string, controlPlane bool) *clusterv1.Machine {
 	labels := map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}
 	if controlPlane {
 		labels[clusterv1.MachineControlPlaneLabel] = ""
@@ -241,8 +249,7 @@ func (f *fixture) machine(name string, controlPlane bool, spec bootstrapv1.Kubea
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachine", Name: name},
 		},
 	}
-	f.create(m)
-	return m, f.config(name, m, spec)
+	return m
 }
 
 func (f *fixture) config(name string, owner client.Object, spec bootstrapv1.KubeadmConfigSpec) *bootstrapv1.KubeadmConfig {

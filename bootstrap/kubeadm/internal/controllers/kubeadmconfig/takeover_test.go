@@ -43,13 +43,12 @@ func TestOwnersCannotHandOverOtherSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	machine, cfg := f.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
-	f.get(machine)
-	before := machine.DeepCopy()
+	// The Machine names the Secret before its config exists: were the
+	// config rendered first, its own data would be what the Machine names.
+	machine := f.newMachine("w", false)
 	machine.Spec.Bootstrap.DataSecretName = ptr.To(kubeconfig.Name)
-	if err := mgmt.Client.Patch(f.ctx, machine, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
-	}
+	f.create(machine)
+	cfg := f.config("w", machine, joinSpec(bootstrapv1.CloudConfig, false))
 	pool := f.machinePool("pool", 1)
 	before2 := pool.DeepCopy()
 	pool.Spec.Template.Spec.Bootstrap.DataSecretName = ptr.To(kubeconfig.Name)
