@@ -315,15 +315,19 @@ func CloudInitRender(userData []byte, metaData map[string]string) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	var out []byte
+	// Only stdout is the rendered data: cloud-init warns on stderr, for
+	// instance of a variable the meta-data lacks (which it renders as
+	// CI_MISSING_JINJA_VAR, as on a machine).
+	var out, stderr bytes.Buffer
 	err = withFiles(map[string][]byte{"user-data": userData, "instance-data.json": instance}, func(dir string) error {
-		out, err = exec.Command(bin, "devel", "render", "-i", filepath.Join(dir, "instance-data.json"), filepath.Join(dir, "user-data")).CombinedOutput()
-		return err
+		cmd := exec.Command(bin, "devel", "render", "-i", filepath.Join(dir, "instance-data.json"), filepath.Join(dir, "user-data"))
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		return cmd.Run()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cloud-init devel render: %v: %s", err, out)
+		return nil, fmt.Errorf("cloud-init devel render: %v: %s", err, stderr.Bytes())
 	}
-	return out, nil
+	return out.Bytes(), nil
 }
 
 // instanceData is cloud-init's instance data for a datasource's meta-data:
