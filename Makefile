@@ -202,6 +202,11 @@ test-e2e-capi: ## Run Cluster API's own e2e specs in every format (needs root); 
 	$$(hack/tools.sh path ginkgo) run --tags e2e --procs=$(GINKGO_NODES) -v --label-filter='$(GINKGO_LABEL_FILTER)' --timeout=180m \
 		--output-dir=$(CAPI_E2E_PKG)/_artifacts --json-report=report.json $(CAPI_E2E_PKG)
 
+.PHONY: test-versions
+test-versions: ## Validate what every format renders, for each supported Kubernetes minor, with that minor's kubeadm (builds them).
+	hack/tools.sh kubeadm-matrix cloud-init ignition-validate
+	go test -count=1 -tags versionmatrix -run '^TestVersionMatrix$$' ./bootstrap/kubeadm/internal/bootstrapdata
+
 .PHONY: e2e-capi-results
 e2e-capi-results: ## Write the last make test-e2e-capi run's results into docs/developer/e2e.md.
 	go run ./hack/e2eresults test/e2e/capi/_artifacts/report.json docs/developer/e2e.md

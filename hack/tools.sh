@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|e2e|envtest|kubeadm|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|cert-manager|upstream-releases|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
+#   hack/tools.sh [all|e2e|envtest|kubeadm|kubeadm-matrix|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|cert-manager|upstream-releases|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -114,6 +114,15 @@ build_kubernetes_cmds() {
     mv "${staging}.tmp/${name}" "$(tool_path "${name}")"
   done
   rm -rf "${staging}.tmp"
+}
+
+# The version matrix's kubeadm, one per supported minor, each where
+# tool_path puts kubeadm for that KUBERNETES_VERSION.
+build_kubeadm_matrix() {
+  local v
+  for v in ${KUBERNETES_MATRIX_VERSIONS//,/ }; do
+    (KUBERNETES_VERSION=${v} build_kubernetes_cmds kubeadm) || return 1
+  done
 }
 
 # The version stamp Kubernetes' own build (hack/lib/version.sh) puts in its
@@ -347,6 +356,7 @@ build() {
       ;;
     envtest) build_envtest ;;
     kubeadm | kubectl | kube-controller-manager | kube-scheduler | kubelet | kube-proxy) build_kubernetes_cmds "$1" ;;
+    kubeadm-matrix) build_kubeadm_matrix ;;
     coredns) build_coredns ;;
     node-packages) install_node_packages ;;
     node-images) build_node_images ;;

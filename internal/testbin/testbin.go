@@ -93,7 +93,7 @@ func toolPath(name string) (string, error) {
 	v := Versions
 	switch name {
 	case KubeAPIServer, KubeControllerManager, KubeScheduler, Kubeadm, Kubectl, Kubelet, KubeProxy:
-		return filepath.Join(CacheDir(), name, v["KUBERNETES_VERSION"]+"-"+v["KUBERNETES_TOOLS_BUILD"], name), nil
+		return kubernetesToolPath(name, v["KUBERNETES_VERSION"]), nil
 	case Etcd:
 		return filepath.Join(CacheDir(), name, v["ETCD_VERSION"], name), nil
 	case Clusterctl:
@@ -108,6 +108,33 @@ func toolPath(name string) (string, error) {
 		return exec.LookPath(name)
 	}
 	return "", fmt.Errorf("unknown tool %q", name)
+}
+
+// kubernetesToolPath is where hack/tools.sh puts a Kubernetes command of a
+// version.
+func kubernetesToolPath(name, version string) string {
+	return filepath.Join(CacheDir(), name, version+"-"+Versions["KUBERNETES_TOOLS_BUILD"], name)
+}
+
+// MatrixVersions are the version matrix's Kubernetes versions, one patch of
+// each supported minor (versions.env says which and why).
+func MatrixVersions() []string {
+	return strings.Split(Versions["KUBERNETES_MATRIX_VERSIONS"], ",")
+}
+
+// KubeadmOf returns the kubeadm of one of MatrixVersions, or an error that
+// says how to build it.
+func KubeadmOf(version string) (string, error) {
+	p := kubernetesToolPath(Kubeadm, version)
+	if executable(p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("kubeadm %s not found (looked for %q): run `hack/tools.sh kubeadm-matrix` (make test-versions does)", version, p)
+}
+
+func executable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
 // systemPackage is true for the tools that come from Debian's packages
@@ -126,10 +153,8 @@ func Path(name string) (string, error) {
 	if err != nil && !systemPackage(name) {
 		return "", err
 	}
-	if err == nil {
-		if st, statErr := os.Stat(p); statErr == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
+	if err == nil && executable(p) {
+		return p, nil
 	}
 	return "", fmt.Errorf("%s not found (looked for %q): run `make tools` (hack/tools.sh) to build it", name, p)
 }

@@ -40,8 +40,12 @@ func runOn(tool string, data []byte, args func(file string) []string) (string, e
 	if err != nil {
 		return "", err
 	}
+	return runBinaryOn(bin, data, args)
+}
+
+func runBinaryOn(bin string, data []byte, args func(file string) []string) (string, error) {
 	var out bytes.Buffer
-	err = withFiles(map[string][]byte{"input": data}, func(dir string) error {
+	err := withFiles(map[string][]byte{"input": data}, func(dir string) error {
 		cmd := exec.Command(bin, args(filepath.Join(dir, "input"))...)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		return cmd.Run()
@@ -115,9 +119,19 @@ func Ignition(config []byte) error {
 
 // Kubeadm checks a kubeadm configuration stream with `kubeadm config validate`.
 func Kubeadm(config []byte) error {
-	out, err := runOn(testbin.Kubeadm, config, func(f string) []string { return []string{"config", "validate", "--config", f} })
+	return KubeadmOf(testbin.Versions["KUBERNETES_VERSION"], config)
+}
+
+// KubeadmOf checks a kubeadm configuration stream with the kubeadm of a
+// Kubernetes version (one of testbin.MatrixVersions).
+func KubeadmOf(version string, config []byte) error {
+	bin, err := testbin.KubeadmOf(version)
 	if err != nil {
-		return fmt.Errorf("kubeadm config validate rejects the configuration (%v):\n%s", err, out)
+		return err
+	}
+	out, err := runBinaryOn(bin, config, func(f string) []string { return []string{"config", "validate", "--config", f} })
+	if err != nil {
+		return fmt.Errorf("kubeadm %s config validate rejects the configuration (%v):\n%s", version, err, out)
 	}
 	return nil
 }

@@ -157,8 +157,21 @@ func checkWithRealValidators(t testing.TB, p *plan.Plan, d *bootstrapdata.Data) 
 			t.Error(err)
 		}
 	}
-	// The machine writes the discovery kubeconfig before kubeadm runs, and
-	// kubeadm's validation looks for it on disk.
+	writeDiscoveryFiles(t, p)
+	kubeadmConfig := kubeadmConfigIn(t, p, d)
+	if string(kubeadmConfig) != p.Kubeadm.ConfigYAML() {
+		t.Errorf("the %s output does not carry the plan's kubeadm configuration unchanged", d.Format)
+	}
+	if err := consumers.Kubeadm(kubeadmConfig); err != nil {
+		t.Error(err)
+	}
+}
+
+// writeDiscoveryFiles writes the discovery kubeconfig where the plan puts
+// it: the machine writes it before kubeadm runs, and kubeadm's validation
+// looks for it on disk.
+func writeDiscoveryFiles(t testing.TB, p *plan.Plan) {
+	t.Helper()
 	for _, f := range p.Files {
 		if f.Kind == plan.FileDiscoveryKubeconfig {
 			if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
@@ -179,13 +192,6 @@ func checkWithRealValidators(t testing.TB, p *plan.Plan, d *bootstrapdata.Data) 
 				t.Fatal(err)
 			}
 		}
-	}
-	kubeadmConfig := kubeadmConfigIn(t, p, d)
-	if string(kubeadmConfig) != p.Kubeadm.ConfigYAML() {
-		t.Errorf("the %s output does not carry the plan's kubeadm configuration unchanged", d.Format)
-	}
-	if err := consumers.Kubeadm(kubeadmConfig); err != nil {
-		t.Error(err)
 	}
 }
 
