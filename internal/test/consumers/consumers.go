@@ -119,7 +119,11 @@ func Ignition(config []byte) error {
 
 // Kubeadm checks a kubeadm configuration stream with `kubeadm config validate`.
 func Kubeadm(config []byte) error {
-	return KubeadmOf(testbin.Versions["KUBERNETES_VERSION"], config)
+	bin, err := testbin.Path(testbin.Kubeadm)
+	if err != nil {
+		return err
+	}
+	return kubeadmValidate(bin, testbin.Versions["KUBERNETES_VERSION"], config)
 }
 
 // KubeadmOf checks a kubeadm configuration stream with the kubeadm of a
@@ -129,6 +133,10 @@ func KubeadmOf(version string, config []byte) error {
 	if err != nil {
 		return err
 	}
+	return kubeadmValidate(bin, version, config)
+}
+
+func kubeadmValidate(bin, version string, config []byte) error {
 	out, err := runBinaryOn(bin, config, func(f string) []string { return []string{"config", "validate", "--config", f} })
 	if err != nil {
 		return fmt.Errorf("kubeadm %s config validate rejects the configuration (%v):\n%s", version, err, out)
