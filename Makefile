@@ -204,7 +204,7 @@ test-e2e-capi: ## Run Cluster API's own e2e specs in every format (needs root); 
 
 .PHONY: test-versions
 test-versions: ## Validate what every format renders, for each supported Kubernetes minor, with that minor's kubeadm (builds them).
-	hack/tools.sh kubeadm-matrix cloud-init ignition-validate
+	hack/tools.sh kubeadm-matrix cloud-init
 	go test -count=1 -tags versionmatrix -run '^TestVersionMatrix$$' ./bootstrap/kubeadm/internal/bootstrapdata
 
 .PHONY: e2e-capi-results
