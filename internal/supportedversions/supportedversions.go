@@ -47,10 +47,10 @@ func Range() string {
 	return fmt.Sprintf("v%d.%d to v%d.%d", Oldest.Major, Oldest.Minor, Newest.Major, Newest.Minor)
 }
 
-// Supported reports whether v's minor is in the range. Patches and
+// supported reports whether v's minor is in the range. Patches and
 // pre-releases of a supported minor are supported: kubeadm's configuration
 // API changes only between minors.
-func Supported(v semver.Version) bool {
+func supported(v semver.Version) bool {
 	minor := semver.Version{Major: v.Major, Minor: v.Minor}
 	return minor.GTE(Oldest) && minor.LTE(Newest)
 }
@@ -62,7 +62,7 @@ func Check(version string) error {
 	if err != nil {
 		return fmt.Errorf("%q is not a Kubernetes version", version)
 	}
-	if !Supported(v) {
+	if !supported(v) {
 		return fmt.Errorf("Kubernetes %s is outside the versions this provider supports, %s", version, Range())
 	}
 	return nil
