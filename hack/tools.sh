@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|e2e|envtest|kubeadm|kubeadm-matrix|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|cert-manager|upstream-releases|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
+#   hack/tools.sh [all|e2e|envtest|kubeadm|kubeadm-matrix|upgrade-from|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|cert-manager|upstream-releases|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -230,7 +230,20 @@ build_node_images() {
   for t in kubeadm envtest kube-controller-manager kube-scheduler kube-proxy coredns node-packages; do build "${t}"; done
   [[ -f "$(tool_path node-images)/images.json" ]] && return 0
   log "building the e2e nodes' images (hack/nodeimages)"
-  (cd "${repo_root}" && go run ./hack/nodeimages --out "$(tool_path node-images)")
+  (cd "${repo_root}" && go run ./hack/nodeimages --kubernetes-version "${KUBERNETES_VERSION}" --out "$(tool_path node-images)")
+}
+
+# The release the upgrade specs start their clusters at: its node commands,
+# etcd, CoreDNS and node images, each cached by its own version as the default
+# release's are (internal/testbin's UpgradeFromRelease finds them).
+build_upgrade_from() {
+  (
+    KUBERNETES_VERSION=${KUBERNETES_UPGRADE_FROM_VERSION}
+    ETCD_VERSION=${ETCD_UPGRADE_FROM_VERSION}
+    COREDNS_VERSION=${COREDNS_UPGRADE_FROM_VERSION}
+    build_kubernetes_cmds "${KUBERNETES_CMDS[@]}"
+    build_node_images
+  )
 }
 
 # cert-manager as clusterctl installs it, from its Go module: hack/certmanager
@@ -357,6 +370,7 @@ build() {
     envtest) build_envtest ;;
     kubeadm | kubectl | kube-controller-manager | kube-scheduler | kubelet | kube-proxy) build_kubernetes_cmds "$1" ;;
     kubeadm-matrix) build_kubeadm_matrix ;;
+    upgrade-from) build_upgrade_from ;;
     coredns) build_coredns ;;
     node-packages) install_node_packages ;;
     node-images) build_node_images ;;

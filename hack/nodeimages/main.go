@@ -16,7 +16,7 @@ limitations under the License.
 
 // Command nodeimages builds the container images the e2e nodes run, without a
 // registry or a container engine: every image `kubeadm config images list`
-// names for the pinned Kubernetes version (kube-apiserver,
+// names for a Kubernetes release of versions.env (kube-apiserver,
 // kube-controller-manager, kube-scheduler, kube-proxy, etcd, CoreDNS, pause),
 // tagged exactly as kubeadm prints them, from the binaries hack/tools.sh built
 // from source, plus the tests' own busybox image. Each is a docker-archive
@@ -56,9 +56,18 @@ import (
 const testImageRef = "localhost/cabpk-e2e/busybox:v1"
 
 func main() {
-	out := flag.String("out", testbin.NodeImagesDir(), "directory to write the images, their manifest and the containerd seed into")
+	version := flag.String("kubernetes-version", testbin.DefaultRelease().Kubernetes, "the Kubernetes release whose images to build (versions.env names the releases)")
+	out := flag.String("out", "", "directory to write the images, their manifest and the containerd seed into (default: where internal/testbin finds the release's)")
 	flag.Parse()
-	if err := run(*out); err != nil {
+	release, err := testbin.ReleaseOf(*version)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodeimages: %v\n", err)
+		os.Exit(2)
+	}
+	if *out == "" {
+		*out = release.NodeImagesDir()
+	}
+	if err := run(release, *out); err != nil {
 		fmt.Fprintf(os.Stderr, "nodeimages: %v\n", err)
 		os.Exit(1)
 	}
@@ -66,8 +75,8 @@ func main() {
 
 func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "[nodeimages] "+format+"\n", args...) }
 
-func run(out string) error {
-	if _, err := testbin.LoadNodeImages(); err == nil && out == testbin.NodeImagesDir() {
+func run(release testbin.Release, out string) error {
+	if _, err := release.LoadNodeImages(); err == nil && out == release.NodeImagesDir() {
 		return nil // built already
 	}
 	if err := os.RemoveAll(out); err != nil {
@@ -76,7 +85,7 @@ func run(out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	refs, err := kubeadmImages()
+	refs, err := kubeadmImages(release)
 	if err != nil {
 		return err
 	}
@@ -84,7 +93,7 @@ func run(out string) error {
 	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 	for _, w := range wanted(refs) {
 		start := time.Now()
-		img, err := imageFor(w.builder, w.ref, platform)
+		img, err := imageFor(release, w.builder, w.ref, platform)
 		if err != nil {
 			return fmt.Errorf("%s: %w", w.ref, err)
 		}
@@ -110,13 +119,13 @@ func run(out string) error {
 	return os.WriteFile(filepath.Join(out, testbin.NodeImagesManifest), b, 0o644)
 }
 
-// kubeadmImages asks the pinned kubeadm which images its version runs.
-func kubeadmImages() ([]string, error) {
-	kubeadm, err := testbin.Path(testbin.Kubeadm)
+// kubeadmImages asks the release's kubeadm which images its version runs.
+func kubeadmImages(release testbin.Release) ([]string, error) {
+	kubeadm, err := release.Path(testbin.Kubeadm)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(kubeadm, "config", "images", "list", "--kubernetes-version", testbin.Versions["KUBERNETES_VERSION"])
+	cmd := exec.Command(kubeadm, "config", "images", "list", "--kubernetes-version", release.Kubernetes)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()
@@ -155,7 +164,7 @@ func componentOf(ref string) string {
 
 const binDir = "usr/local/bin"
 
-func imageFor(component, ref string, platform v1.Platform) (v1.Image, error) {
+func imageFor(release testbin.Release, component, ref string, platform v1.Platform) (v1.Image, error) {
 	_, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
 	config := v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, WorkingDir: "/"}
 	entries := []ociimage.Entry{
@@ -170,7 +179,7 @@ func imageFor(component, ref string, platform v1.Platform) (v1.Image, error) {
 			"kube-apiserver": testbin.KubeAPIServer, "kube-controller-manager": testbin.KubeControllerManager,
 			"kube-scheduler": testbin.KubeScheduler, "kube-proxy": testbin.KubeProxy, "etcd": testbin.Etcd, "coredns": testbin.CoreDNS,
 		}[component]
-		p, err := testbin.Path(tool)
+		p, err := release.Path(tool)
 		if err != nil {
 			return nil, err
 		}

@@ -17,9 +17,7 @@ limitations under the License.
 package testbin
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -72,25 +70,9 @@ const TestImage = "busybox"
 // Cluster API's e2e framework names it.
 const FrameworkPauseImage = "framework-pause"
 
-// NodeImagesDir is where hack/nodeimages writes the images for the pinned
-// versions (hack/tools.sh node-images).
-func NodeImagesDir() string {
-	v := Versions
-	return filepath.Join(CacheDir(), "node-images", fmt.Sprintf("%s-%s-etcd%s-coredns%s-r%s",
-		v["KUBERNETES_VERSION"], v["KUBERNETES_TOOLS_BUILD"], v["ETCD_VERSION"], v["COREDNS_VERSION"], v["NODE_IMAGES_REVISION"]))
-}
+// NodeImagesDir is where hack/nodeimages writes the images of the default
+// release (hack/tools.sh node-images).
+func NodeImagesDir() string { return DefaultRelease().NodeImagesDir() }
 
-// LoadNodeImages reads the manifest hack/nodeimages wrote last, once it
-// finished (the manifest is written after every tarball and the seed).
-func LoadNodeImages() (*NodeImages, error) {
-	dir := NodeImagesDir()
-	b, err := os.ReadFile(filepath.Join(dir, NodeImagesManifest))
-	if err != nil {
-		return nil, fmt.Errorf("the e2e nodes' images are not built (%v): run `make tools` (hack/tools.sh node-images)", err)
-	}
-	n := &NodeImages{Dir: dir}
-	if err := json.Unmarshal(b, n); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, NodeImagesManifest), err)
-	}
-	return n, nil
-}
+// LoadNodeImages reads the default release's node images.
+func LoadNodeImages() (*NodeImages, error) { return DefaultRelease().LoadNodeImages() }

@@ -91,19 +91,16 @@ const (
 
 func toolPath(name string) (string, error) {
 	v := Versions
+	if p, ok := DefaultRelease().toolPath(name); ok {
+		return p, nil
+	}
 	switch name {
-	case KubeAPIServer, KubeControllerManager, KubeScheduler, Kubeadm, Kubectl, Kubelet, KubeProxy:
-		return kubernetesToolPath(name, v["KUBERNETES_VERSION"]), nil
-	case Etcd:
-		return filepath.Join(CacheDir(), name, v["ETCD_VERSION"], name), nil
 	case Clusterctl:
 		return filepath.Join(CacheDir(), name, v["CLUSTER_API_VERSION"], name), nil
 	case IgnitionValidate, Ignition:
 		return filepath.Join(CacheDir(), name, v["IGNITION_VERSION"], name), nil
 	case Benchstat:
 		return filepath.Join(CacheDir(), name, v["BENCHSTAT_VERSION"], name), nil
-	case CoreDNS:
-		return filepath.Join(CacheDir(), name, v["COREDNS_VERSION"]+"-"+v["COREDNS_BUILD"], name), nil
 	case CloudInit, Podman, Containerd, Ctr, Runc:
 		return exec.LookPath(name)
 	}
