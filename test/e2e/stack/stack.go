@@ -52,6 +52,9 @@ type Options struct {
 	// by name, with the images each adds to the node image's store
 	// (SimulatedMachine spec.image names one).
 	MachineImages map[string][]host.ImageArchive
+	// OtherReleases are Kubernetes releases hosts can boot besides the
+	// default one: a Machine's spec.version picks its host's.
+	OtherReleases []testbin.Release
 }
 
 // Stack is a Lab of simulated hosts and the management cluster that runs
@@ -69,38 +72,75 @@ type Stack struct {
 	others []*Management
 }
 
-// hostTools are the commands the hosts' image has in /usr/local/bin.
-var hostTools = []string{testbin.Kubelet, testbin.Kubeadm, testbin.Kubectl, testbin.Ignition}
+// releaseTools are the commands of a Kubernetes release the hosts' image has
+// in /usr/local/bin; hostTools the others it has there.
+var (
+	releaseTools = []string{testbin.Kubelet, testbin.Kubeadm, testbin.Kubectl}
+	hostTools    = []string{testbin.Ignition}
+)
 
 // hostPackages are what the hosts' image has from Debian's packages.
 var hostPackages = []string{testbin.Containerd, testbin.Runc, testbin.CloudInit}
 
-// labOptions finds what the hosts are made of: the tools, the packages and
-// the node images with their containerd seed.
-func labOptions(stateDir string) (host.LabOptions, error) {
-	opts := host.LabOptions{StateDir: stateDir, Tools: map[string]string{}}
-	for _, t := range hostTools {
-		p, err := testbin.Path(t)
-		if err != nil {
-			return opts, err
-		}
-		opts.Tools[t] = p
-	}
+// sharedImages are the images of a release that nodes of another release run
+// during an upgrade: the DaemonSet's kube-proxy and the CoreDNS Deployment.
+var sharedImages = []string{"kube-proxy", "coredns"}
+
+// labOptions finds what the hosts are made of: the packages, and for each
+// release (the default first) its tools and node images with their
+// containerd seed.
+func labOptions(stateDir string, others []testbin.Release) (host.LabOptions, error) {
+	opts := host.LabOptions{StateDir: stateDir}
 	for _, t := range hostPackages {
 		if _, err := testbin.Path(t); err != nil {
 			return opts, err
 		}
 	}
-	images, err := testbin.LoadNodeImages()
+	for _, r := range append([]testbin.Release{testbin.DefaultRelease()}, others...) {
+		nr, err := nodeRelease(r)
+		if err != nil {
+			return opts, err
+		}
+		opts.Releases = append(opts.Releases, nr)
+	}
+	return opts, nil
+}
+
+// nodeRelease is what hosts of a release boot: the release's commands beside
+// the image's others, and the release's node images.
+func nodeRelease(r testbin.Release) (host.NodeRelease, error) {
+	nr := host.NodeRelease{KubernetesVersion: r.Kubernetes, Tools: map[string]string{}}
+	for _, t := range releaseTools {
+		p, err := r.Path(t)
+		if err != nil {
+			return nr, err
+		}
+		nr.Tools[t] = p
+	}
+	for _, t := range hostTools {
+		p, err := testbin.Path(t)
+		if err != nil {
+			return nr, err
+		}
+		nr.Tools[t] = p
+	}
+	images, err := r.LoadNodeImages()
 	if err != nil {
-		return opts, err
+		return nr, err
 	}
 	pause, err := images.Image("pause")
 	if err != nil {
-		return opts, err
+		return nr, err
 	}
-	opts.ContainerdSeed, opts.PauseImage = images.ContainerdSeed(), pause.Ref
-	return opts, nil
+	nr.ContainerdSeed, nr.PauseImage = images.ContainerdSeed(), pause.Ref
+	for _, component := range sharedImages {
+		img, err := images.Image(component)
+		if err != nil {
+			return nr, err
+		}
+		nr.Shared = append(nr.Shared, host.ImageArchive{Ref: img.Ref, Path: filepath.Join(images.Dir, img.File)})
+	}
+	return nr, nil
 }
 
 // Start brings the stack up. Stop takes it down.
@@ -114,7 +154,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 }
 
 func (s *Stack) start(ctx context.Context) error {
-	labOpts, err := labOptions(filepath.Join(s.opts.StateDir, "hosts"))
+	labOpts, err := labOptions(filepath.Join(s.opts.StateDir, "hosts"), s.opts.OtherReleases)
 	if err != nil {
 		return err
 	}

@@ -221,7 +221,10 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			Hostname:   machine.Name,
 			InstanceID: InstanceID(sm.Namespace, sm.Name),
 			Image:      sm.Spec.Image,
-			Data:       secret.Data,
+			// A cloud boots the image of the Machine's Kubernetes
+			// version; so does the Lab.
+			KubernetesVersion: machine.Spec.Version,
+			Data:              secret.Data,
 		}
 		if util.IsControlPlaneMachine(machine) {
 			spec.LoadBalancer = endpointKey(sm.Namespace, machine.Spec.ClusterName)

@@ -73,7 +73,9 @@ type Lab struct {
 	balancers map[string]*LoadBalancer
 	// images are the machine images besides the node image, by name: their
 	// containerd stores.
-	images   map[string]string
+	images map[string]string
+	// releases are the node releases hosts boot, the default first.
+	releases []*labRelease
 	nextLink int
 }
 
@@ -83,17 +85,16 @@ type LabOptions struct {
 	// on a file system that takes overlayfs upper directories (not tmpfs
 	// or overlayfs).
 	StateDir string
-	// Tools are the commands each host's image has in /usr/local/bin
-	// (kubelet, kubeadm, kubectl, ignition), as paths of this machine.
-	Tools map[string]string
-	// ContainerdSeed is a containerd root holding the node images
-	// (hack/nodeimages); PauseImage is the sandbox image among them.
-	ContainerdSeed string
-	PauseImage     string
+	// Releases are the Kubernetes releases hosts boot, one per version;
+	// a host whose spec names no version boots the first.
+	Releases []NodeRelease
 }
 
 // NewLab creates the network. Close removes it.
 func NewLab(opts LabOptions) (*Lab, error) {
+	if err := checkReleases(opts.Releases); err != nil {
+		return nil, err
+	}
 	if err := checkFreeDisk(opts.StateDir); err != nil {
 		return nil, err
 	}
@@ -145,6 +146,10 @@ func NewLab(opts LabOptions) (*Lab, error) {
 			return nil, err
 		}
 	}
+	if err := l.prepareReleases(); err != nil {
+		l.Close()
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -193,6 +198,7 @@ func (l *Lab) Close() {
 		lb.close()
 	}
 	_ = l.removeMachineImages()
+	_ = os.RemoveAll(filepath.Join(l.stateDir, releasesDir))
 	if l.lan != nil && l.lan.Process != nil {
 		_ = l.lan.Process.Kill()
 		_ = l.lan.Wait()
@@ -256,6 +262,9 @@ type HostSpec struct {
 	// Image names the machine image the host boots (AddMachineImage); the
 	// node image when empty.
 	Image string `json:"image,omitempty"`
+	// KubernetesVersion picks the node release the host boots (its
+	// kubelet, kubeadm and images); the Lab's first when empty.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// BootDelay delays running the bootstrap data.
 	BootDelay time.Duration `json:"bootDelay,omitempty"`
 	// Data is the bootstrap data secret's Data (value, format, ...).
@@ -269,7 +278,12 @@ func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("host %s already runs", spec.Name)
 	}
-	store := l.opts.ContainerdSeed
+	release, err := l.releaseFor(spec)
+	if err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	store := release.store
 	if spec.Image != "" {
 		var ok bool
 		if store, ok = l.images[spec.Image]; !ok {
@@ -296,7 +310,7 @@ func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
 	l.hosts[spec.Name] = h
 	l.mu.Unlock()
 
-	if err := h.start(spec, link, store); err != nil {
+	if err := h.start(spec, link, release, store); err != nil {
 		h.Stop()
 		return nil, err
 	}
@@ -369,9 +383,9 @@ func (h *Host) setStatus(s Status) {
 	}
 }
 
-// start boots the host with a copy of store, its machine image's containerd
-// store.
-func (h *Host) start(spec HostSpec, link, store string) error {
+// start boots the host with the release's commands and a copy of store, its
+// machine image's containerd store.
+func (h *Host) start(spec HostSpec, link string, release *labRelease, store string) error {
 	l := h.lab
 	dir := Dir(l.stateDir, h.Name)
 	h.dir = dir
@@ -395,12 +409,12 @@ func (h *Host) start(spec HostSpec, link, store string) error {
 		Data:           spec.Data,
 		LayersDir:      filepath.Join(dir, "layers"),
 		LogDir:         dir,
-		Tools:          l.opts.Tools,
+		Tools:          release.Tools,
 		Cgroup:         h.cgroup,
 		Cgroups:        l.cgroups,
 		ContainerdDir:  filepath.Join(dir, "containerd"),
 		ContainerdSeed: store,
-		PauseImage:     l.opts.PauseImage,
+		PauseImage:     release.PauseImage,
 	}
 	// The bootstrap data holds keys and a token: it goes through a pipe,
 	// never through arguments or the environment.

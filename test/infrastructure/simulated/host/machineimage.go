@@ -29,8 +29,8 @@ import (
 	"time"
 )
 
-// A machine image is what a host boots: the node image of the Lab's options
-// and a containerd store. A cloud keeps several, one per use; AddMachineImage
+// A machine image is what a host boots: the node image of the Lab's first
+// release and a containerd store. A cloud keeps several, one per use; AddMachineImage
 // adds one whose store holds more images than the node image's, as an image
 // for a management cluster's nodes has its providers' images baked in (there
 // is no registry to pull them from).
@@ -58,7 +58,7 @@ func (l *Lab) AddMachineImage(name string, archives []ImageArchive) error {
 	if err := os.RemoveAll(store); err != nil {
 		return err
 	}
-	if err := copySeed(l.opts.ContainerdSeed, store); err != nil {
+	if err := copySeed(l.releases[0].store, store); err != nil {
 		return fmt.Errorf("machine image %s: %w", name, err)
 	}
 	if _, err := ImportImages(store, archives); err != nil {
