@@ -46,7 +46,8 @@ import (
 // many hosts as its MachinePool wants replicas, each booted with the pool's
 // bootstrap data as it is when the host starts (a rotated token reaches only
 // later instances, as with a cloud's scaling group and its launch template).
-// Scaling down removes the oldest instances first.
+// Scaling down removes the oldest instances first; a new Kubernetes version
+// replaces the instances one at a time (plannedInstances).
 type MachinePoolReconciler struct {
 	Client client.Client
 	Cloud  cloud.Cloud
@@ -69,6 +70,47 @@ func (r *MachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controll
 		})).
 		Named("simulatedmachinepool").
 		Complete(r)
+}
+
+// plannedInstances is the pool's instances after one step towards want
+// instances of version, and the ones to stop. Instances of another version
+// are replaced one at a time, as a scaling group's rolling refresh does: one
+// new instance first (a surge of one), then, once every new one has
+// bootstrapped, the oldest outdated one goes. Otherwise the pool scales,
+// the oldest instances going first. An instance of unknown version (the
+// pool's status was lost) counts as up to date: a restore or a move must not
+// roll the pool.
+func plannedInstances(current []infrav1.SimulatedInstance, want int, version string, newName func() string) (keep, retired []infrav1.SimulatedInstance) {
+	keep = slices.Clone(current)
+	outdated := func(in infrav1.SimulatedInstance) bool { return in.Version != "" && in.Version != version }
+	oldest := slices.IndexFunc(keep, outdated)
+	if oldest < 0 {
+		if len(keep) > want {
+			retired, keep = keep[:len(keep)-want], keep[len(keep)-want:]
+		}
+		for len(keep) < want {
+			keep = append(keep, infrav1.SimulatedInstance{Name: newName(), HostPhase: infrav1.HostPending, Version: version})
+		}
+		return keep, retired
+	}
+	upToDate := 0
+	for _, in := range keep {
+		if outdated(in) {
+			continue
+		}
+		if in.HostPhase != infrav1.HostBootstrapped {
+			return keep, nil // the surge instance is still on its way
+		}
+		upToDate++
+	}
+	switch {
+	case len(keep) > want:
+		retired = []infrav1.SimulatedInstance{keep[oldest]}
+		keep = slices.Delete(keep, oldest, oldest+1)
+	case upToDate < want:
+		keep = append(keep, infrav1.SimulatedInstance{Name: newName(), HostPhase: infrav1.HostPending, Version: version})
+	}
+	return keep, retired
 }
 
 func instanceKey(pool *infrav1.SimulatedMachinePool, instance string) string {
@@ -119,13 +161,9 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, err
 		}
 	}
-	var retired []infrav1.SimulatedInstance
-	if len(instances) > want {
-		retired, instances = instances[:len(instances)-want], instances[len(instances)-want:]
-	}
-	for len(instances) < want {
-		instances = append(instances, infrav1.SimulatedInstance{Name: pool.Name + "-" + utilrand.String(5), HostPhase: infrav1.HostPending})
-	}
+	instances, retired := plannedInstances(instances, want, mp.Spec.Template.Spec.Version, func() string {
+		return pool.Name + "-" + utilrand.String(5)
+	})
 	if !slices.Equal(instances, pool.Status.Instances) {
 		pool.Status.Instances = instances
 		if err := r.updateStatus(ctx, pool); err != nil {
@@ -151,8 +189,11 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 				Name:       instanceKey(pool, in.Name),
 				Hostname:   in.Name,
 				InstanceID: InstanceID(pool.Namespace, in.Name),
-				BootDelay:  ptr.Deref(pool.Spec.BootDelay, metav1.Duration{}).Duration,
-				Data:       secret.Data,
+				// The pool's launch template names the image of the
+				// version the instance was planned with.
+				KubernetesVersion: in.Version,
+				BootDelay:         ptr.Deref(pool.Spec.BootDelay, metav1.Duration{}).Duration,
+				Data:              secret.Data,
 			}); err != nil {
 				return ctrl.Result{}, fmt.Errorf("booting instance %s: %w", in.Name, err)
 			}

@@ -251,6 +251,11 @@ type SimulatedInstance struct {
 	// secret the instance booted with (a rotated token changes it).
 	// +optional
 	DataSecretVersion string `json:"dataSecretVersion,omitempty"`
+
+	// version is the Kubernetes version the instance booted with, the
+	// MachinePool's at the time; empty when the pool's status was lost.
+	// +optional
+	Version string `json:"version,omitempty"`
 }
 
 // SimulatedMachinePoolStatus follows Cluster API's InfraMachinePool contract.
