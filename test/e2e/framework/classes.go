@@ -24,13 +24,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/availability"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
@@ -193,66 +192,26 @@ func SetVariable(variables *[]clusterv1.ClusterVariable, name string, format boo
 
 // Availability polls the workload cluster through its control-plane
 // endpoint (a read that reaches etcd) every second, recording failures.
-type Availability struct {
-	done     chan struct{}
-	finished chan struct{}
-	requests int
-	failures []time.Time
-	lastErr  error
-}
+type Availability struct{ probe *availability.Probe }
 
 // WatchAvailability starts polling the cluster through its control-plane
 // endpoint until Stop.
 func (w *WorkloadCluster) WatchAvailability() *Availability {
 	w.t.Helper()
-	cfg := rest.CopyConfig(w.RestConfig())
-	cfg.Timeout = 5 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
+	p, err := availability.Watch(w.RestConfig())
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	a := &Availability{done: make(chan struct{}), finished: make(chan struct{})}
-	go func() {
-		defer close(a.finished)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-a.done:
-				return
-			case <-tick.C:
-			}
-			a.requests++
-			// An empty resourceVersion asks for a quorum read: etcd answers.
-			if _, err := cs.CoreV1().Namespaces().Get(context.Background(), metav1.NamespaceDefault, metav1.GetOptions{}); err != nil {
-				a.failures = append(a.failures, time.Now())
-				a.lastErr = err
-			}
-		}
-	}()
-	return a
+	return &Availability{probe: p}
 }
 
 // Stop ends the polling and fails the test if the cluster did not answer for
-// longer than maxOutage at a stretch (failed requests less than 2s apart
-// count as one outage).
+// longer than maxOutage at a stretch.
 func (a *Availability) Stop(t testing.TB, maxOutage time.Duration) {
 	t.Helper()
-	close(a.done)
-	<-a.finished
-	var longest time.Duration
-	for i := 0; i < len(a.failures); {
-		j := i
-		for j+1 < len(a.failures) && a.failures[j+1].Sub(a.failures[j]) < 2*time.Second {
-			j++
-		}
-		// A failure stands for the second before it too.
-		longest = max(longest, a.failures[j].Sub(a.failures[i])+time.Second)
-		i = j + 1
-	}
-	t.Logf("availability: %d of %d requests through the control-plane endpoint failed; longest outage %s (last error: %v)",
-		len(a.failures), a.requests, longest, a.lastErr)
-	if longest > maxOutage {
-		t.Errorf("the workload cluster did not answer for %s at a stretch (allowed %s)", longest, maxOutage)
+	r := a.probe.Stop()
+	t.Logf("availability: %s", r)
+	if r.LongestOutage > maxOutage {
+		t.Errorf("the workload cluster did not answer for %s at a stretch (allowed %s)", r.LongestOutage, maxOutage)
 	}
 }
