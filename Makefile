@@ -211,6 +211,10 @@ test-versions: ## Validate what every format renders, for each supported Kuberne
 e2e-capi-results: ## Write the last make test-e2e-capi run's results into docs/developer/e2e.md.
 	go run ./hack/e2eresults test/e2e/capi/_artifacts/report.json docs/developer/e2e.md
 
+.PHONY: e2e-capi-upgrade-results
+e2e-capi-upgrade-results: ## Write the last make test-e2e-capi run's Kubernetes upgrades (time, availability) into docs/developer/e2e.md.
+	go run ./hack/e2eresults -upgrades test/e2e/capi/_artifacts/report.json docs/developer/e2e.md
+
 .PHONY: bench-requests
 bench-requests: ## Count the API requests the controller makes per KubeadmConfig (one benchmark round).
 	go test -run='^$$' -bench='^BenchmarkReconcileRequests$$' -benchtime=1x $(CONTROLLER_PKG)

@@ -16,13 +16,16 @@ limitations under the License.
 
 // Command e2eresults writes the results table of Cluster API's specs in
 // docs/developer/e2e.md from the Ginkgo JSON report of one
-// `make test-e2e-capi` run, so the page quotes one run and nothing else.
+// `make test-e2e-capi` run, so the page quotes one run and nothing else;
+// with -upgrades, the table of the run's Kubernetes upgrades instead (their
+// report entries: time and what the availability probe saw).
 //
-//	go run ./hack/e2eresults test/e2e/capi/_artifacts/report.json docs/developer/e2e.md
+//	go run ./hack/e2eresults [-upgrades] test/e2e/capi/_artifacts/report.json docs/developer/e2e.md
 package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -36,24 +39,28 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/hack/internal/pagesection"
 )
 
-// The markers around the generated part of the page.
+// The markers around the generated parts of the page.
 const (
-	begin = "<!-- Results of one make test-e2e-capi run, written by make e2e-capi-results. -->\n"
-	end   = "<!-- End of the results. -->\n"
+	begin         = "<!-- Results of one make test-e2e-capi run, written by make e2e-capi-results. -->\n"
+	end           = "<!-- End of the results. -->\n"
+	upgradesBegin = "<!-- Upgrades of one make test-e2e-capi run, written by make e2e-capi-upgrade-results. -->\n"
+	upgradesEnd   = "<!-- End of the upgrades. -->\n"
 )
 
 func main() {
-	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: e2eresults REPORT.json PAGE.md")
+	upgradesOnly := flag.Bool("upgrades", false, "write the upgrades table instead of the results table")
+	flag.Parse()
+	if flag.NArg() != 2 {
+		fmt.Fprintln(os.Stderr, "usage: e2eresults [-upgrades] REPORT.json PAGE.md")
 		os.Exit(2)
 	}
-	if err := run(os.Args[1], os.Args[2]); err != nil {
+	if err := run(flag.Arg(0), flag.Arg(1), *upgradesOnly); err != nil {
 		fmt.Fprintf(os.Stderr, "e2eresults: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(reportPath, pagePath string) error {
+func run(reportPath, pagePath string, upgradesOnly bool) error {
 	b, err := os.ReadFile(reportPath)
 	if err != nil {
 		return err
@@ -69,7 +76,14 @@ func run(reportPath, pagePath string) error {
 	if err != nil {
 		return err
 	}
-	out, err := pagesection.Replace(page, begin, end, results(reports[0]))
+	from, to, text := begin, end, results(reports[0])
+	if upgradesOnly {
+		from, to = upgradesBegin, upgradesEnd
+		if text, err = upgrades(reports[0]); err != nil {
+			return fmt.Errorf("%s: %w", reportPath, err)
+		}
+	}
+	out, err := pagesection.Replace(page, from, to, text)
 	if err != nil {
 		return fmt.Errorf("%s: %w", pagePath, err)
 	}
@@ -121,13 +135,74 @@ func results(r types.Report) string {
 	return b.String()
 }
 
+// upgradeEntry is the report entry each upgrade spec adds
+// (test/e2e/capi's UpgradeResult).
+const upgradeEntry = "upgrade"
+
+type upgradeResult struct {
+	Minutes              float64 `json:"minutes"`
+	Requests             int     `json:"requests"`
+	Failed               int     `json:"failed"`
+	LongestOutageSeconds float64 `json:"longestOutageSeconds"`
+}
+
+// upgrades is the run's line and a table of its upgrades: spec, format,
+// outcome, how long the upgrade took from the control plane's new version
+// to every node ready, and the availability probe's failures meanwhile.
+func upgrades(r types.Report) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`%s` on this machine, %s, in %s.\n\n", command(r.SuiteConfig), r.StartTime.UTC().Format(time.DateOnly), minutes(r.RunTime))
+	b.WriteString("| spec | format | outcome | upgrade | failed probe requests | longest outage |\n|---|---|---|---|---|---|\n")
+	type row struct {
+		spec   string
+		format bootstrapv1.Format
+		text   string
+	}
+	var rows []row
+	for _, s := range r.SpecReports {
+		if s.LeafNodeType != types.NodeTypeIt || len(s.ContainerHierarchyTexts) < 2 {
+			continue
+		}
+		for _, e := range s.ReportEntries {
+			if e.Name != upgradeEntry {
+				continue
+			}
+			var u upgradeResult
+			if err := json.Unmarshal([]byte(e.Value.AsJSON), &u); err != nil {
+				return "", fmt.Errorf("%s entry of %s: %w", upgradeEntry, s.FullText(), err)
+			}
+			spec, f := specName(s.ContainerHierarchyTexts[0]), bootstrapv1.Format(s.ContainerHierarchyTexts[1])
+			rows = append(rows, row{spec: spec, format: f, text: fmt.Sprintf("| %s | %s | %s | %.1f min | %d of %d | %.0f s |\n",
+				spec, f, s.State, u.Minutes, u.Failed, u.Requests, u.LongestOutageSeconds)})
+		}
+	}
+	// Specs in alphabetical order, formats in the order of the results table.
+	slices.SortStableFunc(rows, func(a, b row) int {
+		if c := strings.Compare(a.spec, b.spec); c != 0 {
+			return c
+		}
+		return slices.Index(bootstrapv1.Formats, a.format) - slices.Index(bootstrapv1.Formats, b.format)
+	})
+	for _, r := range rows {
+		b.WriteString(r.text)
+	}
+	if len(rows) == 0 {
+		return "", fmt.Errorf("no %q report entries: the run upgraded nothing", upgradeEntry)
+	}
+	return b.String(), nil
+}
+
 // command is how the run was made: specs run side by side finish sooner in
 // all, and each takes longer.
 func command(c types.SuiteConfig) string {
-	if c.ParallelTotal > 1 {
-		return fmt.Sprintf("make test-e2e-capi GINKGO_NODES=%d", c.ParallelTotal)
+	cmd := "make test-e2e-capi"
+	if c.LabelFilter != "" {
+		cmd += fmt.Sprintf(" GINKGO_LABEL_FILTER='%s'", c.LabelFilter)
 	}
-	return "make test-e2e-capi"
+	if c.ParallelTotal > 1 {
+		cmd += fmt.Sprintf(" GINKGO_NODES=%d", c.ParallelTotal)
+	}
+	return cmd
 }
 
 // outcome is how the summary line counts a spec's state.

@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,41 @@ func TestResultsTable(t *testing.T) {
 	report.SuiteConfig.ParallelTotal = 3
 	if got, want := results(report), "`make test-e2e-capi GINKGO_NODES=3` on this machine,"; !strings.HasPrefix(got, want) {
 		t.Errorf("results of a parallel run start %q, want %q", got[:len(want)], want)
+	}
+}
+
+func TestUpgradesTable(t *testing.T) {
+	upgraded := spec("Cluster API's cluster upgrade", "ignition", types.SpecStatePassed, 12)
+	upgraded.ReportEntries = types.ReportEntries{
+		{Name: "other", Value: types.WrapEntryValue(1)},
+		{Name: upgradeEntry, Value: types.WrapEntryValue(upgradeResult{Minutes: 8.26, Requests: 496, Failed: 3, LongestOutageSeconds: 2})},
+	}
+	report := types.Report{
+		StartTime:   time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC),
+		RunTime:     30 * time.Minute,
+		SuiteConfig: types.SuiteConfig{LabelFilter: "K8s-Upgrade"},
+		SpecReports: types.SpecReports{upgraded, spec("Cluster API's quick start", "raw", types.SpecStatePassed, 4)},
+	}
+	// As make test-e2e-capi writes it and e2eresults reads it.
+	b, err := json.Marshal(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read types.Report
+	if err := json.Unmarshal(b, &read); err != nil {
+		t.Fatal(err)
+	}
+	got, err := upgrades(read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "`make test-e2e-capi GINKGO_LABEL_FILTER='K8s-Upgrade'` on this machine, 2026-12-06, in 30.0 min.\n\n" +
+		"| spec | format | outcome | upgrade | failed probe requests | longest outage |\n|---|---|---|---|---|---|\n" +
+		"| Cluster upgrade | ignition | passed | 8.3 min | 3 of 496 | 2 s |\n"
+	if got != want {
+		t.Errorf("upgrades:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := upgrades(types.Report{SpecReports: types.SpecReports{spec("Cluster API's quick start", "raw", types.SpecStatePassed, 4)}}); err == nil {
+		t.Error("a run without upgrades: no error")
 	}
 }
