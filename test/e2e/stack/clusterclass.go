@@ -41,6 +41,10 @@ import (
 const (
 	ControlPlaneFormatVariable = "controlPlaneFormat"
 	WorkerFormatVariable       = "workerFormat"
+	// The variables of etcd's and CoreDNS's image tags, by the names Cluster
+	// API's upgrade specs set them (UpgradeClusterTopologyAndWaitForUpgrade).
+	EtcdImageTagVariable    = "etcdImageTag"
+	CoreDNSImageTagVariable = "coreDNSImageTag"
 )
 
 // WorkerClass is the ClusterClass's one MachineDeployment class and its one
@@ -112,6 +116,10 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 	fromVariable := func(path, variable string) clusterv1.JSONPatch {
 		return clusterv1.JSONPatch{Op: "add", Path: path, ValueFrom: &clusterv1.JSONPatchValue{Variable: variable}}
 	}
+	fromTemplate := func(path, template string) clusterv1.JSONPatch {
+		return clusterv1.JSONPatch{Op: "add", Path: path, ValueFrom: &clusterv1.JSONPatchValue{Template: template}}
+	}
+	whenSet := func(variable string) string { return fmt.Sprintf("{{ ne .%s \"\" }}", variable) }
 	add := func(path string, value any) clusterv1.JSONPatch {
 		return clusterv1.JSONPatch{Op: "add", Path: path, Value: JSONValue(value)}
 	}
@@ -143,6 +151,8 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 			Variables: []clusterv1.ClusterClassVariable{
 				formatVariable(ControlPlaneFormatVariable, bootstrapv1.CloudConfig, bootstrapv1.Ignition),
 				formatVariable(WorkerFormatVariable, bootstrapv1.Formats...),
+				imageTagVariable(EtcdImageTagVariable),
+				imageTagVariable(CoreDNSImageTagVariable),
 			},
 			Patches: []clusterv1.ClusterClassPatch{
 				patch("control-plane-ignition", when(ControlPlaneFormatVariable, bootstrapv1.Ignition), controlPlane,
@@ -153,10 +163,22 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 					add("/spec/template/spec/preKubeadmCommands", writeFormatCommand)),
 				patch("worker-ignition", when(WorkerFormatVariable, bootstrapv1.Ignition), workers,
 					add("/spec/template/spec/ignition", map[string]any{"butane": map[string]any{"additionalConfig": butane}})),
+				patch("etcd-image-tag", whenSet(EtcdImageTagVariable), controlPlane,
+					fromTemplate("/spec/template/spec/kubeadmConfigSpec/clusterConfiguration/etcd", "local:\n  imageTag: {{ ."+EtcdImageTagVariable+" }}")),
+				patch("coredns-image-tag", whenSet(CoreDNSImageTagVariable), controlPlane,
+					fromTemplate("/spec/template/spec/kubeadmConfigSpec/clusterConfiguration/dns", "imageTag: {{ ."+CoreDNSImageTagVariable+" }}")),
 			},
 		},
 	}
 	return []client.Object{infraCluster, cpMachines, workerMachines, workerPools, kcpTemplate, workerTemplate, poolTemplate, class}
+}
+
+// imageTagVariable is a variable of an image tag KCP sets, empty (kubeadm's
+// own) when not given.
+func imageTagVariable(name string) clusterv1.ClusterClassVariable {
+	return clusterv1.ClusterClassVariable{Name: name, Required: ptr.To(false), Schema: clusterv1.VariableSchema{
+		OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string", Default: JSONValue("")},
+	}}
 }
 
 // formatVariable is a variable that takes one of formats, cloud-config when
