@@ -31,7 +31,7 @@ import (
 
 // managementLabel marks the specs that make a management cluster of a
 // workload cluster with clusterctl init: its nodes need every provider's
-// image, which the suite then builds (see needsManagementReleases).
+// image, which the suite then builds (see managementSpec).
 const managementLabel = "management"
 
 // The workload cluster's nodes boot from the management machine image;

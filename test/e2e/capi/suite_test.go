@@ -38,6 +38,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	e2eframework "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
@@ -184,25 +185,38 @@ func loadE2EConfig() *clusterctl.E2EConfig {
 	return clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: "config/simulated.yaml"})
 }
 
-// managementSpecs are the labels of every spec labelled management, its
-// format's included, as the spec tree declares them.
-var managementSpecs []Labels
+// Some specs need what the others do without, built only when the label
+// filter selects one of them: heavySpecs are their labels by what they need,
+// one entry per format, as the spec tree declares them.
+var heavySpecs = map[string][]Labels{}
 
-// managementSpec records the labels of a management spec run in formats
-// and returns its own.
-func managementSpec(spec string, formats []bootstrapv1.Format) Labels {
+// heavySpec records the labels of a spec with the label of what it needs,
+// run in formats, and returns its own.
+func heavySpec(spec, needs string, formats []bootstrapv1.Format) Labels {
 	for _, f := range formats {
-		managementSpecs = append(managementSpecs, Label(spec, managementLabel, string(f)))
+		heavySpecs[needs] = append(heavySpecs[needs], Label(spec, needs, string(f)))
 	}
-	return Label(spec, managementLabel)
+	return Label(spec, needs)
 }
 
-// needsManagementReleases says whether the label filter selects a spec that
-// makes a management cluster with clusterctl init: its nodes carry every
-// provider's image, built from source (hack/tools.sh upstream-releases, about
-// 16 minutes on empty caches), which the other specs do without.
-func needsManagementReleases() bool {
-	for _, l := range managementSpecs {
+// managementSpec records a spec that makes a management cluster with
+// clusterctl init: its nodes carry every provider's image, built from source
+// (hack/tools.sh upstream-releases, about 16 minutes on empty caches).
+func managementSpec(spec string, formats []bootstrapv1.Format) Labels {
+	return heavySpec(spec, managementLabel, formats)
+}
+
+// upgradeSpec records a spec that upgrades Kubernetes: it boots nodes of
+// the previous minor too (hack/tools.sh upgrade-from, about 20 minutes on
+// empty caches).
+func upgradeSpec(spec string, formats []bootstrapv1.Format) Labels {
+	return heavySpec(spec, upgradeLabel, formats)
+}
+
+// selects says whether the label filter selects a spec that needs what
+// the label names.
+func selects(needs string) bool {
+	for _, l := range heavySpecs[needs] {
 		if l.MatchesLabelFilter(GinkgoLabelFilter()) {
 			return true
 		}
@@ -210,20 +224,30 @@ func needsManagementReleases() bool {
 	return false
 }
 
+// runTools runs hack/tools.sh with the targets, its progress in the log.
+func runTools(targets ...string) {
+	cmd := exec.Command(filepath.Join(repodir.Root(), "hack", "tools.sh"), targets...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = repodir.Root(), GinkgoWriter, GinkgoWriter
+	Expect(cmd.Run()).To(Succeed())
+}
+
 // suiteReleases writes the providers' releases into releasesDir and returns
-// the stack's options: with the management machine image when a selected
-// spec needs it.
+// the stack's options: with the management machine image and the upgrade's
+// node release when a selected spec needs them.
 func suiteReleases() (*releases.Releases, stack.Options) {
 	opts := stack.Options{ManagerArgs: managerArgs}
-	if !needsManagementReleases() {
+	if selects(upgradeLabel) {
+		By("Building the nodes of the release upgrades start from (hack/tools.sh upgrade-from)")
+		runTools("upgrade-from")
+		opts.OtherReleases = []testbin.Release{testbin.UpgradeFromRelease()}
+	}
+	if !selects(managementLabel) {
 		rel, err := releases.WriteRepository(releasesDir)
 		Expect(err).NotTo(HaveOccurred())
 		return rel, opts
 	}
 	By("Building every provider's image and cert-manager's (hack/tools.sh upstream-releases)")
-	cmd := exec.Command(filepath.Join(repodir.Root(), "hack", "tools.sh"), "upstream-releases")
-	cmd.Dir, cmd.Stdout, cmd.Stderr = repodir.Root(), GinkgoWriter, GinkgoWriter
-	Expect(cmd.Run()).To(Succeed())
+	runTools("upstream-releases")
 	rel, err := releases.Build(releasesDir)
 	Expect(err).NotTo(HaveOccurred())
 	opts.MachineImages = map[string][]host.ImageArchive{releases.MachineImage: rel.Images}

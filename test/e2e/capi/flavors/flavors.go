@@ -66,6 +66,7 @@ var flavors = []flavor{
 	{name: "topology", objects: quickStartTopology},
 	{name: "kcp-adoption", objects: kcpAdoption},
 	{name: "machine-pool", objects: machinePool},
+	{name: "upgrades", objects: upgrades},
 	{name: "md-remediation", objects: mdRemediation},
 	{name: "kcp-md-taints", objects: kcpMDTaints},
 	{name: "topology-taints", objects: topologyTaints},
@@ -173,6 +174,13 @@ func kcpAdoption(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 // workers instead of a MachineDeployment.
 func machinePool(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 	return append(c.KCPBase(controlPlaneReplicas, f), c.MachinePool(c.Name+"-mp-0", f, workerReplicas)...)
+}
+
+// upgrades is upstream's upgrades flavor on simulated hosts: the quick start
+// with a MachinePool beside its MachineDeployment, so that the upgrade spec
+// rolls every kind of machine.
+func upgrades(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+	return append(quickStart(c, f), c.MachinePool(c.Name+"-mp-0", f, workerReplicas)...)
 }
 
 // Remediation names the label and Node condition of upstream's
