@@ -2,7 +2,7 @@
 # Builds the tool binaries this project needs from the Go module proxy into a
 # versioned cache outside the clone, so CI and later sessions reuse them.
 #
-#   hack/tools.sh [all|e2e|envtest|kubeadm|kubeadm-matrix|upgrade-from|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|cert-manager|upstream-releases|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
+#   hack/tools.sh [all|e2e|envtest|kubeadm|kubeadm-matrix|upgrade-from|oldest-newest|node-release-<version>|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|coredns|node-packages|node-images|cert-manager|upstream-releases|clusterctl|controller-gen|golangci-lint|ginkgo|ignition|ignition-validate|benchstat|cloud-init|podman]...
 #   hack/tools.sh path <tool>     # print where a tool lives (no build)
 #
 # Layout: $CABPK_TOOLS_CACHE/<tool>/<version>/<tool>; envtest's assets directory
@@ -233,17 +233,32 @@ build_node_images() {
   (cd "${repo_root}" && go run ./hack/nodeimages --kubernetes-version "${KUBERNETES_VERSION}" --out "$(tool_path node-images)")
 }
 
-# The release the upgrade specs start their clusters at: its node commands,
-# etcd, CoreDNS and node images, each cached by its own version as the default
-# release's are (internal/testbin's UpgradeFromRelease finds them).
-build_upgrade_from() {
+# build_node_release <version>: a release of NODE_RELEASES, its node
+# commands, etcd, CoreDNS and node images, each cached by its own version as
+# the default release's are (internal/testbin's NodeReleases finds them).
+build_node_release() {
+  local entry etcd="" coredns=""
+  for entry in ${NODE_RELEASES//,/ }; do
+    if [[ "${entry%%/*}" == "$1" ]]; then
+      IFS=/ read -r _ etcd coredns <<<"${entry}"
+    fi
+  done
+  if [[ -z "${etcd}" || -z "${coredns}" ]]; then
+    log "no node release $1 in versions.env's NODE_RELEASES"
+    return 1
+  fi
   (
-    KUBERNETES_VERSION=${KUBERNETES_UPGRADE_FROM_VERSION}
-    ETCD_VERSION=${ETCD_UPGRADE_FROM_VERSION}
-    COREDNS_VERSION=${COREDNS_UPGRADE_FROM_VERSION}
+    KUBERNETES_VERSION=$1 ETCD_VERSION=${etcd} COREDNS_VERSION=${coredns}
     build_kubernetes_cmds "${KUBERNETES_CMDS[@]}"
     build_node_images
   )
+}
+
+# The oldest and the newest supported minor's releases: the matrix's ends.
+build_oldest_newest() {
+  local versions
+  IFS=, read -r -a versions <<<"${KUBERNETES_MATRIX_VERSIONS}"
+  build_node_release "${versions[0]}" && build_node_release "${versions[-1]}"
 }
 
 # cert-manager as clusterctl installs it, from its Go module: hack/certmanager
@@ -370,7 +385,9 @@ build() {
     envtest) build_envtest ;;
     kubeadm | kubectl | kube-controller-manager | kube-scheduler | kubelet | kube-proxy) build_kubernetes_cmds "$1" ;;
     kubeadm-matrix) build_kubeadm_matrix ;;
-    upgrade-from) build_upgrade_from ;;
+    upgrade-from) build_node_release "${KUBERNETES_UPGRADE_FROM_VERSION}" ;;
+    oldest-newest) build_oldest_newest ;;
+    node-release-*) build_node_release "${1#node-release-}" ;;
     coredns) build_coredns ;;
     node-packages) install_node_packages ;;
     node-images) build_node_images ;;

@@ -42,24 +42,54 @@ func DefaultRelease() Release {
 	return Release{Kubernetes: v["KUBERNETES_VERSION"], Etcd: v["ETCD_VERSION"], CoreDNS: v["COREDNS_VERSION"]}
 }
 
-// UpgradeFromRelease is the release the upgrade specs start their clusters
-// at, the previous minor's (versions.env: KUBERNETES_UPGRADE_FROM_VERSION).
-func UpgradeFromRelease() Release {
-	v := Versions
-	return Release{Kubernetes: v["KUBERNETES_UPGRADE_FROM_VERSION"], Etcd: v["ETCD_UPGRADE_FROM_VERSION"], CoreDNS: v["COREDNS_UPGRADE_FROM_VERSION"]}
+// NodeReleases are the releases e2e nodes can boot, the default first
+// (versions.env: NODE_RELEASES).
+func NodeReleases() []Release {
+	releases := []Release{DefaultRelease()}
+	for _, entry := range strings.Split(Versions["NODE_RELEASES"], ",") {
+		var r Release
+		parts := strings.Split(entry, "/")
+		if len(parts) == 3 {
+			r = Release{Kubernetes: parts[0], Etcd: parts[1], CoreDNS: parts[2]}
+		}
+		releases = append(releases, r) // a malformed entry is a release of no version: TestNodeReleases says so
+	}
+	return releases
 }
 
-// ReleaseOf returns the release of a Kubernetes version among the ones
-// hack/tools.sh builds nodes of.
+// ReleaseOf returns the release of a Kubernetes version among NodeReleases.
 func ReleaseOf(kubernetes string) (Release, error) {
 	var known []string
-	for _, r := range []Release{DefaultRelease(), UpgradeFromRelease()} {
+	for _, r := range NodeReleases() {
 		if r.Kubernetes == kubernetes {
 			return r, nil
 		}
 		known = append(known, r.Kubernetes)
 	}
-	return Release{}, fmt.Errorf("no e2e node release of Kubernetes %s (there are %s)", kubernetes, strings.Join(known, ", "))
+	return Release{}, fmt.Errorf("no e2e node release of Kubernetes %s (there are %s; versions.env lists them)", kubernetes, strings.Join(known, ", "))
+}
+
+// UpgradeFromRelease is the release the upgrade specs start their clusters
+// at (versions.env: KUBERNETES_UPGRADE_FROM_VERSION).
+func UpgradeFromRelease() Release { return mustRelease(Versions["KUBERNETES_UPGRADE_FROM_VERSION"]) }
+
+// OldestRelease and NewestRelease are the releases of the oldest and the
+// newest supported minor: the version matrix's ends.
+func OldestRelease() Release { return mustRelease(MatrixVersions()[0]) }
+
+func NewestRelease() Release {
+	versions := MatrixVersions()
+	return mustRelease(versions[len(versions)-1])
+}
+
+// mustRelease is ReleaseOf for the versions versions.env names itself; its
+// unit tests keep them among NodeReleases.
+func mustRelease(kubernetes string) Release {
+	r, err := ReleaseOf(kubernetes)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // isDefault tells the default release from the others, which their own
@@ -70,7 +100,7 @@ func (r Release) buildHint() string {
 	if r.isDefault() {
 		return "run `make tools` (hack/tools.sh) to build it"
 	}
-	return "run `hack/tools.sh upgrade-from` to build it"
+	return "run `hack/tools.sh node-release-" + r.Kubernetes + "` to build it"
 }
 
 // toolPath is where hack/tools.sh puts a command of the release: the

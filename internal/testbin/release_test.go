@@ -17,6 +17,7 @@ limitations under the License.
 package testbin
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -43,13 +44,36 @@ func TestUpgradeFromIsThePreviousMinor(t *testing.T) {
 	if !slices.Contains(MatrixVersions(), from.Kubernetes) {
 		t.Errorf("upgrade from %s: not in the version matrix %v", from.Kubernetes, MatrixVersions())
 	}
-	if from.Etcd == "" || from.CoreDNS == "" {
-		t.Errorf("upgrade-from release %+v lacks its etcd or CoreDNS version", from)
+}
+
+// Every node release is a patch of the matrix, of its own minor, with its
+// etcd and CoreDNS; the releases the tests name are among them.
+func TestNodeReleases(t *testing.T) {
+	minors := map[string]bool{}
+	for i, r := range NodeReleases() {
+		if r.Kubernetes == "" || r.Etcd == "" || r.CoreDNS == "" {
+			t.Errorf("node release %d: %+v; want VERSION/ETCD/COREDNS", i, r)
+			continue
+		}
+		if !slices.Contains(MatrixVersions(), r.Kubernetes) {
+			t.Errorf("node release %s: not in the version matrix %v", r.Kubernetes, MatrixVersions())
+		}
+		v, _ := semver.ParseTolerant(r.Kubernetes)
+		minor := fmt.Sprintf("%d.%d", v.Major, v.Minor)
+		if minors[minor] {
+			t.Errorf("node release %s: a second release of v%s", r.Kubernetes, minor)
+		}
+		minors[minor] = true
+	}
+	for _, version := range []string{Versions["KUBERNETES_UPGRADE_FROM_VERSION"], MatrixVersions()[0], MatrixVersions()[len(MatrixVersions())-1]} {
+		if _, err := ReleaseOf(version); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
 func TestReleaseOf(t *testing.T) {
-	for _, r := range []Release{DefaultRelease(), UpgradeFromRelease()} {
+	for _, r := range []Release{DefaultRelease(), UpgradeFromRelease(), OldestRelease(), NewestRelease()} {
 		got, err := ReleaseOf(r.Kubernetes)
 		if err != nil || got != r {
 			t.Errorf("ReleaseOf(%s) = %+v, %v; want %+v", r.Kubernetes, got, err, r)
@@ -79,7 +103,7 @@ func TestReleasePaths(t *testing.T) {
 	if def.NodeImagesDir() == from.NodeImagesDir() {
 		t.Errorf("both releases' node images in %s", def.NodeImagesDir())
 	}
-	if _, err := from.Path(Kubeadm); err == nil || !strings.Contains(err.Error(), "hack/tools.sh upgrade-from") {
+	if _, err := from.Path(Kubeadm); err == nil || !strings.Contains(err.Error(), "hack/tools.sh node-release-"+from.Kubernetes) {
 		t.Errorf("a missing upgrade-from kubeadm: %v; want the target that builds it", err)
 	}
 	if _, err := from.LoadNodeImages(); err == nil || !strings.Contains(err.Error(), from.Kubernetes) {
