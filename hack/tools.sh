@@ -220,6 +220,7 @@ install_node_packages() {
   apt_install_package runc "containerd's OCI runtime" /usr/sbin/runc
   apt_install_package containernetworking-plugins "the e2e nodes' bridge and host-local CNI plugins" /usr/lib/cni/bridge
   apt_install_package iptables "kube-proxy's rules" /usr/sbin/xtables-nft-multi
+  apt_install_package conntrack "what kubeadm's preflight checks before v1.32 look for" /usr/sbin/conntrack
   apt_install_package busybox-static "the e2e test pods' image" /bin/busybox
   apt_install_package curl "the HTTP client Cluster API's KCP remediation template runs on nodes" /usr/bin/curl
   apt_install_package jq "the JSON filter that template runs on nodes" /usr/bin/jq
