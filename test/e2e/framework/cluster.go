@@ -59,6 +59,9 @@ type ClusterInput struct {
 	Management *stack.Management
 	// Name names the cluster and its namespace.
 	Name string
+	// Version is the Kubernetes version of its machines
+	// (stack.KubernetesVersion when empty).
+	Version string
 	// Objects are the objects made first; WorkloadCluster.Base (namespace,
 	// infrastructure, Cluster) when nil.
 	Objects func(*WorkloadCluster) []client.Object
@@ -74,7 +77,7 @@ func NewCluster(t testing.TB, in ClusterInput) *WorkloadCluster {
 	if in.Objects == nil {
 		in.Objects = func(w *WorkloadCluster) []client.Object { return w.Base() }
 	}
-	w := &WorkloadCluster{Cluster: stack.Cluster{Namespace: in.Name, Name: in.Name}, t: t, stack: in.Stack}
+	w := &WorkloadCluster{Cluster: stack.Cluster{Namespace: in.Name, Name: in.Name, Version: in.Version}, t: t, stack: in.Stack}
 	w.MoveTo(in.Management)
 	w.Create(in.Objects(w)...)
 	t.Cleanup(w.Delete)

@@ -128,7 +128,7 @@ func (w *WorkloadCluster) NodeProblems(cs kubernetes.Interface, machines []clust
 		if !hasAddress(node, corev1.NodeInternalIP, machineAddress(m)) {
 			problems = append(problems, fmt.Sprintf("node %s: addresses %v, want InternalIP %s", node.Name, node.Status.Addresses, machineAddress(m)))
 		}
-		if !strings.HasPrefix(node.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") || node.Status.NodeInfo.KubeletVersion != stack.KubernetesVersion {
+		if !strings.HasPrefix(node.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") || node.Status.NodeInfo.KubeletVersion != m.Spec.Version {
 			problems = append(problems, fmt.Sprintf("node %s: runtime %q, kubelet %q", node.Name, node.Status.NodeInfo.ContainerRuntimeVersion, node.Status.NodeInfo.KubeletVersion))
 		}
 		want := map[string]bool{}

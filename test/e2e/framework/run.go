@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
@@ -42,6 +43,9 @@ type RunInput struct {
 	// node image (stack.Options); it runs after Enter, in the test process
 	// only.
 	MachineImages func() (map[string][]host.ImageArchive, error)
+	// OtherReleases are Kubernetes releases the Lab boots besides the
+	// default one (stack.Options).
+	OtherReleases []testbin.Release
 	// Setup receives the stack before the tests run.
 	Setup func(*stack.Stack)
 }
@@ -55,7 +59,7 @@ func Run(in RunInput) int {
 	if !Enter() {
 		return 0
 	}
-	opts := stack.Options{ManagerArgs: in.ManagerArgs}
+	opts := stack.Options{ManagerArgs: in.ManagerArgs, OtherReleases: in.OtherReleases}
 	if in.MachineImages != nil {
 		images, err := in.MachineImages()
 		if err != nil {

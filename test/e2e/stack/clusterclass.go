@@ -229,7 +229,7 @@ func (c Cluster) ClassCluster(controlPlaneReplicas int32, controlPlaneFormat boo
 		ClusterNetwork: clusterv1.ClusterNetwork{Pods: clusterv1.NetworkRanges{CIDRBlocks: []string{PodCIDR}}},
 		Topology: clusterv1.Topology{
 			ClassRef:     clusterv1.ClusterClassRef{Name: c.Name},
-			Version:      KubernetesVersion,
+			Version:      c.version(),
 			ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To(controlPlaneReplicas)},
 			Workers:      workers,
 		},

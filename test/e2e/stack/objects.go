@@ -90,6 +90,16 @@ func NodeSpec(s *bootstrapv1.KubeadmConfigSpec) {
 // Cluster is what a workload cluster's objects are built from.
 type Cluster struct {
 	Namespace, Name string
+	// Version is the Kubernetes version of its machines, KubernetesVersion
+	// when empty: the Lab boots each host with that release.
+	Version string
+}
+
+func (c Cluster) version() string {
+	if c.Version == "" {
+		return KubernetesVersion
+	}
+	return c.Version
 }
 
 func (c Cluster) meta(name string) metav1.ObjectMeta {
@@ -140,7 +150,7 @@ func (c Cluster) ControlPlaneMachine(name string, format bootstrapv1.Format, mut
 func (c Cluster) machineSpec(bootstrap, infra clusterv1.ContractVersionedObjectReference) clusterv1.MachineSpec {
 	return clusterv1.MachineSpec{
 		ClusterName:       c.Name,
-		Version:           KubernetesVersion,
+		Version:           c.version(),
 		Bootstrap:         clusterv1.Bootstrap{ConfigRef: bootstrap},
 		InfrastructureRef: infra,
 	}
@@ -220,7 +230,7 @@ func (c Cluster) KubeadmControlPlane(replicas int32, format bootstrapv1.Format) 
 	NodeSpec(spec)
 	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: c.meta(c.KCPName()), Spec: controlplanev1.KubeadmControlPlaneSpec{
 		Replicas: ptr.To(replicas),
-		Version:  KubernetesVersion,
+		Version:  c.version(),
 		MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
 			Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
 				InfrastructureRef: ref(infrav1.GroupVersion.Group, "SimulatedMachineTemplate", c.KCPName()),
