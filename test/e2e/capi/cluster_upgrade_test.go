@@ -132,17 +132,17 @@ func (w *upgradeWatch) start(proxy framework.ClusterProxy, namespace, cluster st
 	w.probe = p
 }
 
-// UpgradeResult is the report entry of one upgrade (make e2e-capi-results
+// upgradeResult is the report entry of one upgrade (make e2e-capi-upgrade-results
 // reads it): how long it took, and what the probe saw meanwhile.
-type UpgradeResult struct {
+type upgradeResult struct {
 	Minutes              float64 `json:"minutes"`
 	Requests             int     `json:"requests"`
 	Failed               int     `json:"failed"`
 	LongestOutageSeconds float64 `json:"longestOutageSeconds"`
 }
 
-// UpgradeEntry names the report entry.
-const UpgradeEntry = "upgrade"
+// upgradeEntry names the report entry.
+const upgradeEntry = "upgrade"
 
 func (w *upgradeWatch) settle() {
 	if w.probe == nil {
@@ -150,7 +150,7 @@ func (w *upgradeWatch) settle() {
 	}
 	r := w.probe.Stop()
 	w.probe = nil
-	AddReportEntry(UpgradeEntry, UpgradeResult{
+	AddReportEntry(upgradeEntry, upgradeResult{
 		Minutes: time.Since(w.started).Minutes(), Requests: r.Requests, Failed: r.Failed,
 		LongestOutageSeconds: r.LongestOutage.Seconds(),
 	}, ReportEntryVisibilityAlways)
