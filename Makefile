@@ -203,9 +203,10 @@ test-e2e-capi: ## Run Cluster API's own e2e specs in every format (needs root); 
 		--output-dir=$(CAPI_E2E_PKG)/_artifacts --json-report=report.json $(CAPI_E2E_PKG)
 
 .PHONY: test-versions
-test-versions: ## Validate what every format renders, for each supported Kubernetes minor, with that minor's kubeadm (builds them).
-	hack/tools.sh kubeadm-matrix cloud-init
+test-versions: ## Validate what every format renders, for each supported Kubernetes minor, with that minor's kubeadm, and boot the oldest and newest minors' clusters (builds them; needs root).
+	hack/tools.sh e2e oldest-newest kubeadm-matrix
 	go test -count=1 -tags versionmatrix -run '^TestVersionMatrix$$' ./bootstrap/kubeadm/internal/bootstrapdata
+	go test -count=1 -tags versionmatrix -timeout=30m -v ./test/e2e/versions
 
 .PHONY: e2e-capi-results
 e2e-capi-results: ## Write the last make test-e2e-capi run's results into docs/developer/e2e.md.
