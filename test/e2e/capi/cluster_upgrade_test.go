@@ -20,11 +20,12 @@ package capi
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/google/go-containerregistry/pkg/name"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -112,8 +113,9 @@ func imageRef(images *testbin.NodeImages, component string) string {
 }
 
 func imageTag(images *testbin.NodeImages, component string) string {
-	ref := imageRef(images, component)
-	return ref[strings.LastIndex(ref, ":")+1:]
+	tag, err := name.NewTag(imageRef(images, component))
+	Expect(err).NotTo(HaveOccurred())
+	return tag.TagStr()
 }
 
 // upgradeWatch follows one upgrade: where its cluster is, the probe, and
