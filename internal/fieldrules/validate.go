@@ -79,9 +79,13 @@ func validate(spec *bootstrapv1.KubeadmConfigSpec, src source, gates featuregate
 	// A format whose gate is off is refused, and the rest is checked as that
 	// format renders it all the same: an update that ratchets the refusal
 	// (stored before the gate went off) is still checked for what it changes.
+	// Only the translation of extra Ignition configuration is left out: no
+	// one who may not use the format gets to make the webhook translate
+	// documents; the controller translates them if the gate comes back.
 	format := spec.EffectiveFormat()
-	if msg := FormatDisabled(format, gates); msg != "" {
-		errs = append(errs, field.Forbidden(base.Child("format"), msg))
+	disabled := FormatDisabled(format, gates)
+	if disabled != "" {
+		errs = append(errs, field.Forbidden(base.Child("format"), disabled))
 	}
 
 	errs = append(errs, checkFormatFields(spec, src, base)...)
@@ -99,6 +103,8 @@ func validate(spec *bootstrapv1.KubeadmConfigSpec, src source, gates featuregate
 	}
 	if format == bootstrapv1.Ignition {
 		errs = append(errs, machinechecks.IgnitionStorage(spec.DiskSetup, spec.Mounts, base)...)
+	}
+	if format == bootstrapv1.Ignition && disabled == "" {
 		ignErrs, ignWarnings := validateIgnitionSpec(spec, base)
 		errs, warnings = append(errs, ignErrs...), ignWarnings
 	}
