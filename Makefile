@@ -142,8 +142,9 @@ phase = @printf '[%s %s] %s\n' "$@" "$$(date +%T)" "$(1)"
 
 # Fuzz targets as package:FuzzFunction: each renderer, and each surface a
 # hostile or damaged input reaches (file templates and how they nest, the
-# content budget of a spec, decoding, token Secrets in workload clusters,
-# the raw agent's paths).
+# content budget of a spec, decoding, YAML aliases and the extra Ignition
+# configuration they reach, token Secrets in workload clusters, the raw
+# agent's paths).
 FUZZ_TARGETS := \
 	bootstrap/kubeadm/internal/cloudinit:FuzzRender \
 	bootstrap/kubeadm/internal/ignition:FuzzRender \
@@ -153,6 +154,8 @@ FUZZ_TARGETS := \
 	bootstrap/kubeadm/internal/plan:FuzzTemplateNesting \
 	bootstrap/kubeadm/internal/plan:FuzzContentBudget \
 	internal/machinechecks:FuzzDecode \
+	internal/yamlsize:FuzzExpanded \
+	internal/fieldrules:FuzzExtraIgnitionConfigAliases \
 	pkg/rawagent:FuzzWritePaths
 
 CONTROLLER_PKG := ./bootstrap/kubeadm/internal/controllers/kubeadmconfig

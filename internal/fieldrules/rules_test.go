@@ -30,7 +30,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 )
 
-func gates(t *testing.T, ignition, raw bool) featuregate.FeatureGate {
+func gates(t testing.TB, ignition, raw bool) featuregate.FeatureGate {
 	t.Helper()
 	g := feature.NewFeatureGates()
 	if err := g.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): ignition, string(feature.KubeadmBootstrapFormatRaw): raw}); err != nil {

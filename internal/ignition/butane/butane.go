@@ -32,9 +32,10 @@ import (
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	"github.com/coreos/vcontext/report"
 	"github.com/coreos/vcontext/tree"
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlerrors"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlsize"
 )
 
 const (
@@ -50,15 +51,23 @@ const (
 // strict, any warning is an error; otherwise the warnings are returned.
 // Errors and warnings are Butane's own messages, without the values they
 // quote (see internal/yamlerrors).
+// A document that expands through aliases to more than
+// yamlsize.ExtraIgnitionConfig bytes is refused before anything decodes it.
 func Translate(doc string, strict bool) (types.Config, []string, error) {
 	cfg, warnings, err := translate(doc, strict)
 	return cfg, warnings, yamlerrors.RedactError(err)
 }
 
 func translate(doc string, strict bool) (types.Config, []string, error) {
+	// Bounded before anything decodes it: Butane expands aliases in
+	// memory. The check parses with Butane's own YAML parser, and so does
+	// the header read: no document one of them refuses reaches another.
+	if err := yamlsize.Check([]byte(doc), yamlsize.ExtraIgnitionConfig); err != nil {
+		return types.Config{}, nil, err
+	}
 	var header struct {
-		Variant string `json:"variant"`
-		Version string `json:"version"`
+		Variant string `yaml:"variant"`
+		Version string `yaml:"version"`
 	}
 	if err := yaml.Unmarshal([]byte(doc), &header); err != nil {
 		return types.Config{}, nil, fmt.Errorf("not valid YAML: %w", err)

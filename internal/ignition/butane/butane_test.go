@@ -56,8 +56,8 @@ func TestPositionsAreTheUsers(t *testing.T) {
 		doc  string
 		line string
 	}{
-		"without header": {broken, "line 3"},
-		"with header":    {header + broken, "line 5"},
+		"without header": {broken, "line 1"},
+		"with header":    {header + broken, "line 3"},
 	} {
 		_, _, err := butane.Translate(tc.doc, false)
 		if err == nil || !strings.Contains(err.Error(), tc.line) {

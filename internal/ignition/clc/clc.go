@@ -24,6 +24,7 @@ package clc
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -35,6 +36,7 @@ import (
 	clctypes "github.com/flatcar/container-linux-config-transpiler/config/types"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlerrors"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlsize"
 )
 
 // unsupported refuses what a CLC can say but Ignition 3 merged into this
@@ -77,12 +79,21 @@ const rootFilesystem = "root"
 // Translate converts a CLC document to Ignition 3.4. With strict, any parse
 // or conversion warning is an error, as upstream does; otherwise warnings are
 // returned. Neither quotes the document's values (see internal/yamlerrors).
+// A document that expands through aliases to more than
+// yamlsize.ExtraIgnitionConfig bytes is refused before anything decodes it.
 func Translate(doc string, strict bool) (types.Config, []string, error) {
 	cfg, warnings, err := translate(doc, strict)
 	return cfg, warnings, yamlerrors.RedactError(err)
 }
 
 func translate(doc string, strict bool) (types.Config, []string, error) {
+	// Bounded before the transpiler's YAML parser expands its aliases.
+	var tooLarge *yamlsize.TooLargeError
+	if err := yamlsize.Check([]byte(doc), yamlsize.ExtraIgnitionConfig); errors.As(err, &tooLarge) {
+		return types.Config{}, nil, err
+	} else if err != nil {
+		return types.Config{}, nil, fmt.Errorf("not a valid Container Linux Config: %w", err)
+	}
 	cfg, ast, parseReport := clct.Parse([]byte(doc))
 	if parseReport.IsFatal() || (strict && len(parseReport.Entries) > 0) {
 		return types.Config{}, nil, fmt.Errorf("not a valid Container Linux Config: %s", parseReport.String())

@@ -17,8 +17,9 @@ limitations under the License.
 // Package hostile makes the inputs a user with nothing but write access to
 // KubeadmConfigs (and Secrets in their namespace) could give the provider to
 // make it spend memory or time: compressed content that inflates far beyond
-// its size. Tests use them to show that each such input is refused within a
-// bound and costs no more than it.
+// its size, and YAML whose aliases expand far beyond it. Tests use them to
+// show that each such input is refused within a bound and costs no more than
+// it.
 package hostile
 
 import (
@@ -27,6 +28,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 )
 
@@ -81,4 +83,63 @@ func Allocated(f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
+}
+
+// AliasBombKey is the top-level key under which AliasBomb nests its anchors.
+const AliasBombKey = "x-aliases"
+
+// AliasBomb is a YAML mapping entry (AliasBombKey) holding an anchored
+// scalar of leaf bytes and, for each fanout, an anchored sequence of that
+// many aliases of the entry before: leaf times the product of fanouts when
+// expanded. yaml.v2's alias guard (behind sigs.k8s.io/yaml) counts nodes,
+// not bytes, and refuses a document when nearly every node it decoded came
+// through an alias; a list of plain nodes in front, one for every 98 that
+// aliases will bring, keeps it quiet. AliasBomb(14<<10, 100, 1900) is 30 KiB
+// that expand to 2.7 GB. Appended to a Butane or Container Linux Config
+// document it is an unknown key, which their translators report only after
+// decoding it all.
+func AliasBomb(leaf int, fanouts ...int) string {
+	// The nodes decoding brings through aliases: each alias of a level
+	// brings the level before it, itself and its aliases included.
+	through, level := 0, 1
+	for _, fanout := range fanouts {
+		through += fanout * level
+		level = 1 + fanout*(1+level)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:\n  p: [%s]\n", AliasBombKey, strings.TrimSuffix(strings.Repeat("0,", through/98+1), ","))
+	fmt.Fprintf(&b, "  l0: &l0 %s\n", strings.Repeat("x", leaf))
+	for l, fanout := range fanouts {
+		aliases := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", l), fanout), ",")
+		fmt.Fprintf(&b, "  l%d: &l%d [%s]\n", l+1, l+1, aliases)
+	}
+	return b.String()
+}
+
+// AliasDocument turns program into a YAML mapping, for fuzzing what reads
+// YAML: each byte adds one anchored entry whose value its bits choose (a
+// scalar, or sequences and mappings of aliases to earlier entries, some
+// repeating one alias up to 13 times), so that inputs grow towards alias
+// bombs of every shape.
+func AliasDocument(program []byte) string {
+	var b strings.Builder
+	anchors := 0
+	for i, op := range program {
+		name := fmt.Sprintf("k%d", i)
+		ref := func(j int) string { return fmt.Sprintf("*a%d", j%max(anchors, 1)) }
+		switch {
+		case anchors == 0 || op%5 == 0:
+			fmt.Fprintf(&b, "%s: &a%d %q\n", name, anchors, strings.Repeat("v", int(op)))
+		case op%5 == 1:
+			fmt.Fprintf(&b, "%s: &a%d [%s, %s]\n", name, anchors, ref(int(op)), ref(int(op)/3))
+		case op%5 == 2:
+			fmt.Fprintf(&b, "%s: &a%d {x: %s, y: %s}\n", name, anchors, ref(int(op)), ref(int(op)/7))
+		case op%5 == 3:
+			fmt.Fprintf(&b, "%s: &a%d [%s]\n", name, anchors, strings.TrimSuffix(strings.Repeat(ref(anchors-1)+", ", 1+int(op)%13), ", "))
+		default:
+			fmt.Fprintf(&b, "%s: &a%d {m: {x: 1}, n: %s}\n", name, anchors, ref(int(op)))
+		}
+		anchors++
+	}
+	return b.String()
 }
