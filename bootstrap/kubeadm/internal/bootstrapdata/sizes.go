@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
 
 // UserDataLimit is a size limit infrastructure puts on the user data it
@@ -61,6 +63,39 @@ func (d *Data) Size() int {
 		n += len(v)
 	}
 	return n
+}
+
+// MaxSecretSize is the most data a data secret holds: the API server
+// refuses a Secret whose keys and values come to more.
+const MaxSecretSize = 1 << 20
+
+// secretSize is the size of the data secret's keys and values.
+func (d *Data) secretSize() int {
+	n := 0
+	for k, v := range d.SecretData() {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// TooLargeError is data that no Secret can hold.
+type TooLargeError struct {
+	Format bootstrapv1.Format
+	Size   int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the %s bootstrap data is %d bytes, more than the %d bytes a Secret can hold: "+
+		"move content out of the spec (files from secrets the machine fetches)", e.Format, e.Size, MaxSecretSize)
+}
+
+// FitsSecret returns a *TooLargeError when d is more than a data secret
+// holds. The controller refuses such data, and render does too.
+func (d *Data) FitsSecret() error {
+	if size := d.secretSize(); size > MaxSecretSize {
+		return &TooLargeError{Format: d.Format, Size: size}
+	}
+	return nil
 }
 
 // WriteSizeReport writes d's size against UserDataLimits; compressed, when

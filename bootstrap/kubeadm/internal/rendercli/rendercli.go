@@ -47,6 +47,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlsize"
 )
 
 // ClusterFile is the optional --cluster file: what the Cluster and Machine would provide.
@@ -177,6 +178,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// What the controller would refuse (BootstrapDataTooLarge) is refused here too.
+	if err := data.FitsSecret(); err != nil {
+		return err
+	}
 	if generated {
 		fmt.Fprintln(stderr, "render: generated throwaway cluster certificates (use --certificates-dir for your own)")
 	}
@@ -253,6 +258,9 @@ func readConfig(path string) (*input, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if err := yamlsize.Check(data, yamlsize.RenderInput); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if n, err := countDocuments(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -349,6 +357,9 @@ func (o *options) clusterInfo(in *input) (plan.Cluster, error) {
 		data, err := os.ReadFile(o.clusterFile)
 		if err != nil {
 			return plan.Cluster{}, err
+		}
+		if err := yamlsize.Check(data, yamlsize.RenderInput); err != nil {
+			return plan.Cluster{}, fmt.Errorf("%s: %w", o.clusterFile, err)
 		}
 		if err := yaml.UnmarshalStrict(data, &c); err != nil {
 			return plan.Cluster{}, fmt.Errorf("%s: %w", o.clusterFile, err)

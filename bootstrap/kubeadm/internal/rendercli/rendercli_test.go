@@ -21,15 +21,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/raw"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/rendercli"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/hostile"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlsize"
 )
 
 func example(name string) string {
@@ -281,5 +285,59 @@ spec:
 	}
 	if !strings.Contains(errOut, "Warning: spec.ignition.butane.additionalConfig:") || !strings.Contains(errOut, "octal") || !strings.Contains(errOut, "line 4") {
 		t.Errorf("--validate does not print admission's warning on the decimal mode (at the user's line 4):\n%s", errOut)
+	}
+}
+
+// TestTheControllersBounds: render refuses what the controller refuses, as
+// quickly: extra Ignition configuration and manifests whose aliases expand
+// past their bound (naming field and bound, or the gate when it is off),
+// and data no Secret can hold (BootstrapDataTooLarge).
+func TestTheControllersBounds(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	indent := func(s string) string {
+		return "        " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n        ") + "\n"
+	}
+	const header = "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  format: ignition\n  joinConfiguration: {}\n"
+	butane := write("butane.yaml", header+"  ignition:\n    butane:\n      additionalConfig: |\n"+indent(hostile.AliasBomb(14<<10, 100, 1900)))
+	manifest := write("manifest.yaml", hostile.AliasBomb(14<<10, 100, 1900)+header+"  files:\n  - path: /a\n    content: *l2\n")
+	var large strings.Builder
+	large.WriteString(header + "  files:\n")
+	for i := range 95 {
+		fmt.Fprintf(&large, "  - path: /etc/large/%d\n    content: %s\n", i, strings.Repeat("y", 10000))
+	}
+	tooLarge := write("large.yaml", large.String())
+	gate := []string{"--feature-gates", "KubeadmBootstrapFormatIgnition=true"}
+	for name, tc := range map[string]struct {
+		args []string
+		want []string
+	}{
+		"Butane aliases":   {append([]string{"-f", butane}, gate...), []string{"spec.ignition.butane.additionalConfig", strconv.Itoa(yamlsize.ExtraIgnitionConfig)}},
+		"gate off":         {[]string{"-f", butane}, []string{"spec.format", "KubeadmBootstrapFormatIgnition"}},
+		"manifest aliases": {append([]string{"-f", manifest}, gate...), []string{manifest, strconv.Itoa(yamlsize.RenderInput)}},
+		"data too large":   {append([]string{"-f", tooLarge}, gate...), []string{"more than the 1048576 bytes a Secret can hold"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			var errOut string
+			var code int
+			alloc := hostile.Allocated(func() {
+				_, errOut, code = run(t, append(tc.args, "--cluster", example("render/cluster.yaml"))...)
+			})
+			for _, want := range tc.want {
+				if code == 0 || !strings.Contains(errOut, want) {
+					t.Fatalf("want a failure naming %q, got code %d:\n%.400s", want, code, errOut)
+				}
+			}
+			if d := time.Since(start); d > 10*time.Second || alloc > 256<<20 {
+				t.Errorf("refusing it took %s and %d MiB", d, alloc>>20)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -163,9 +164,8 @@ func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action) (
 		r.refusef(s, bootstrapv1.KubeadmConfigRenderFailedReason, "The %s renderer refused the configuration: %v", p.Format, err)
 		return nil, halt(ctrl.Result{})
 	}
-	if size := secretSize(out.data.SecretData()); size > maxSecretSize {
-		r.refusef(s, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason, "The %s bootstrap data is %d bytes, more than the %d bytes a Secret can hold: "+
-			"move content out of the spec (files from secrets the machine fetches)", p.Format, size, maxSecretSize)
+	if err := out.data.FitsSecret(); err != nil {
+		r.refusef(s, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason, "%s", capitalized(err.Error()))
 		return nil, halt(ctrl.Result{})
 	}
 	r.checkSize(s, out.data)
@@ -192,16 +192,12 @@ func planRefusal(err error) string {
 	return bootstrapv1.KubeadmConfigInvalidConfigurationReason
 }
 
-// maxSecretSize is the most data a Secret holds: the API server refuses
-// one whose keys and values come to more.
-const maxSecretSize = 1 << 20
-
-func secretSize(data map[string][]byte) int {
-	n := 0
-	for k, v := range data {
-		n += len(k) + len(v)
+// capitalized is msg as a condition's message begins: with a capital.
+func capitalized(msg string) string {
+	if msg == "" {
+		return msg
 	}
-	return n
+	return strings.ToUpper(msg[:1]) + msg[1:]
 }
 
 // checkSize reports data larger than --bootstrap-data-size-limit. The secret
