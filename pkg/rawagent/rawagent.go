@@ -45,6 +45,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/yamlsize"
 )
 
 // DefaultConfigPath is where the kubeadm configuration is written, the path
@@ -112,6 +113,15 @@ func Parse(data map[string][]byte) (*Plan, error) {
 	value := data[rawv1.ValueKey]
 	if len(bytes.TrimSpace(value)) == 0 {
 		return nil, errors.New("bootstrap data has no kubeadm configuration (key value)")
+	}
+	// Both documents are bounded as they expand before anything decodes
+	// them (a document whose YAML does not parse is left to the decoder and
+	// to kubeadm, which say so in their own words).
+	for _, key := range []string{rawv1.ValueKey, rawv1.FilesKey} {
+		var tooLarge *yamlsize.TooLargeError
+		if err := yamlsize.Check(data[key], yamlsize.RawDocument); errors.As(err, &tooLarge) {
+			return nil, fmt.Errorf("bootstrap data key %s %w", key, err)
+		}
 	}
 	p := &Plan{Config: value}
 	if doc, ok := data[rawv1.FilesKey]; ok {

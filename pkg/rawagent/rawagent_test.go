@@ -25,6 +25,7 @@ import (
 	"testing"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/hostile"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/pkg/rawagent"
 )
 
@@ -61,6 +62,11 @@ func TestParse(t *testing.T) {
 			"files": []byte(strings.Replace(filesDoc, "/etc/kubernetes/pki/ca.crt", "../../etc/passwd", 1))}, err: "not a clean absolute path"},
 		{name: "files is not a document", data: map[string][]byte{"format": []byte("raw"), "value": []byte(initConfig),
 			"files": []byte("SECRET-KEY-MATERIAL: [")}, err: "not a BootstrapFiles document"},
+		// 30 KiB that expand to 2.7 GB: refused before anything decodes it.
+		{name: "files alias bomb", data: map[string][]byte{"format": []byte("raw"), "value": []byte(initConfig),
+			"files": []byte(filesDoc + hostile.AliasBomb(14<<10, 100, 1900))}, err: "bootstrap data key files expands through YAML aliases"},
+		{name: "value alias bomb", data: map[string][]byte{"format": []byte("raw"), "value": []byte(joinConfig + hostile.AliasBomb(14<<10, 100, 1900))},
+			err: "bootstrap data key value expands through YAML aliases"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := rawagent.Parse(tc.data)
