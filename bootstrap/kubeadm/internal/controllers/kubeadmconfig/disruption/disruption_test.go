@@ -307,6 +307,8 @@ type fixture struct {
 	// initData says that m-000 initializes the cluster: its data carries
 	// no token, and it has none.
 	initData bool
+	// stopWebhooks stops the admission the fixture serves in the test.
+	stopWebhooks func()
 }
 
 const clusterName = "c"
@@ -317,12 +319,12 @@ const clusterName = "c"
 func newFixture(t *testing.T, ns string, initialized bool) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	serveWebhooks(t, mgmt)
+	stopWebhooks := serveWebhooks(t, mgmt)
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: ns + "-"}}
 	if err := mgmt.Client.Create(ctx, namespace); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, ctx: ctx, env: mgmt, ns: namespace.Name, initData: !initialized}
+	f := &fixture{t: t, ctx: ctx, env: mgmt, ns: namespace.Name, initData: !initialized, stopWebhooks: stopWebhooks}
 
 	tokens := &corev1.SecretList{}
 	f.must(workload.Client.List(ctx, tokens, client.InNamespace(metav1.NamespaceSystem)))
@@ -359,14 +361,15 @@ func newFixture(t *testing.T, ns string, initialized bool) *fixture {
 	return f
 }
 
-// serveWebhooks serves this provider's admission for env until the test ends.
-func serveWebhooks(t *testing.T, env *testenv.Environment) {
+// serveWebhooks serves this provider's admission for env until the test
+// ends, or stop is called (to let a manager binary serve them instead).
+func serveWebhooks(t *testing.T, env *testenv.Environment) (stop func()) {
 	t.Helper()
 	gates := feature.NewFeatureGates()
 	if err := gates.SetFromMap(map[string]bool{string(feature.KubeadmBootstrapFormatIgnition): true}); err != nil {
 		t.Fatal(err)
 	}
-	env.StartWebhooks(t, gates)
+	return env.StartWebhooks(t, gates)
 }
 
 // initializeControlPlane says what a control-plane provider says once the
