@@ -25,6 +25,8 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
 
 // Reading what owns an object being created, on the API server, to tell a
@@ -38,52 +40,76 @@ import (
 // or a gate switched off since ratchets there as on any update, instead of
 // stopping a move half-way. It is read on the API server only for a create
 // that full validation refuses.
+//
+// Only an owner the object really has can vouch for it: an owner reference
+// counts when the object it names exists with the UID it gives (clusterctl
+// and restores rewrite references to the new UIDs), and a Machine or
+// MachinePool must also name this very config as its bootstrap config. A
+// label claims nothing, and at most maxOwnerReads references are read, so
+// that a create with forged references costs a few reads and admits
+// nothing.
 type recreation struct {
 	// reader reads Clusters, ClusterClasses, Machines and MachinePools
 	// live; without one no create is a re-creation.
 	reader client.Reader
 }
 
-// of reports whether obj, being created, existed before: the Cluster or
-// ClusterClass it belongs to is paused, as clusterctl leaves them while it
-// moves their objects and as a backup restores them, or (a KubeadmConfig)
-// its Machine or MachinePool already names its data secret, which only a
-// config that rendered before can have.
+// maxOwnerReads bounds the owners read for one request.
+const maxOwnerReads = 4
+
+// of reports whether obj, being created, existed before: an owner that
+// vouches for it is paused (a Cluster or ClusterClass, as clusterctl leaves
+// them while it moves their objects and as a backup restores them), or is
+// the Machine or MachinePool of a KubeadmConfig and already names its data
+// secret, which only a config that rendered before can have.
 func (r recreation) of(ctx context.Context, obj client.Object) bool {
 	if r.reader == nil {
 		return false
 	}
-	if name := obj.GetLabels()[clusterv1.ClusterNameLabel]; name != "" && r.clusterPaused(ctx, obj.GetNamespace(), name) {
-		return true
-	}
+	reads := 0
 	for _, ref := range obj.GetOwnerReferences() {
-		if groupOf(ref.APIVersion) != clusterv1.GroupVersion.Group {
+		if groupOf(ref.APIVersion) != clusterv1.GroupVersion.Group || ref.UID == "" {
 			continue
 		}
-		key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}
-		switch ref.Kind {
-		case "Cluster":
-			if r.clusterPaused(ctx, key.Namespace, key.Name) {
-				return true
-			}
-		case "ClusterClass":
-			cc := &clusterv1.ClusterClass{}
-			if r.reader.Get(ctx, key, cc) == nil && annotations.HasPaused(cc) {
-				return true
-			}
-		case "Machine":
-			m := &clusterv1.Machine{}
-			if r.reader.Get(ctx, key, m) == nil && m.Spec.Bootstrap.DataSecretName != nil {
-				return true
-			}
-		case "MachinePool":
-			p := &clusterv1.MachinePool{}
-			if r.reader.Get(ctx, key, p) == nil && p.Spec.Template.Spec.Bootstrap.DataSecretName != nil {
-				return true
-			}
+		owner, vouches := vouchingOwner(ref.Kind, obj)
+		if owner == nil {
+			continue
+		}
+		if reads++; reads > maxOwnerReads {
+			return false
+		}
+		if r.reader.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}, owner) == nil && owner.GetUID() == ref.UID && vouches(owner) {
+			return true
 		}
 	}
 	return false
+}
+
+// vouchingOwner is an empty object of an owner kind that can vouch for obj,
+// and what it must say once read; nil for other kinds.
+func vouchingOwner(kind string, obj client.Object) (client.Object, func(client.Object) bool) {
+	names := func(ref clusterv1.ContractVersionedObjectReference) bool {
+		return ref.APIGroup == bootstrapv1.GroupVersion.Group && ref.Kind == "KubeadmConfig" && ref.Name == obj.GetName()
+	}
+	switch kind {
+	case "Cluster":
+		return &clusterv1.Cluster{}, func(o client.Object) bool {
+			return ptr.Deref(o.(*clusterv1.Cluster).Spec.Paused, false) || annotations.HasPaused(o)
+		}
+	case "ClusterClass":
+		return &clusterv1.ClusterClass{}, func(o client.Object) bool { return annotations.HasPaused(o) }
+	case "Machine":
+		return &clusterv1.Machine{}, func(o client.Object) bool {
+			b := o.(*clusterv1.Machine).Spec.Bootstrap
+			return b.DataSecretName != nil && names(b.ConfigRef)
+		}
+	case "MachinePool":
+		return &clusterv1.MachinePool{}, func(o client.Object) bool {
+			b := o.(*clusterv1.MachinePool).Spec.Template.Spec.Bootstrap
+			return b.DataSecretName != nil && names(b.ConfigRef)
+		}
+	}
+	return nil, nil
 }
 
 func groupOf(apiVersion string) string {
@@ -92,12 +118,4 @@ func groupOf(apiVersion string) string {
 		return ""
 	}
 	return gv.Group
-}
-
-func (r recreation) clusterPaused(ctx context.Context, namespace, name string) bool {
-	c := &clusterv1.Cluster{}
-	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, c); err != nil {
-		return false
-	}
-	return ptr.Deref(c.Spec.Paused, false) || annotations.HasPaused(c)
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,17 +42,31 @@ func refusedHere(c *bootstrapv1.KubeadmConfig) {
 	c.Spec.PreKubeadmCommands = []string{"echo hi"}
 }
 
-func ownedBy(kind, name string) []metav1.OwnerReference {
-	return []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: kind, Name: name, UID: "00000000-0000-0000-0000-000000000001"}}
+// ownedBy is a reference to the existing owner of kind and name, by its UID
+// as clusterctl and restores write them.
+func (f *recreateFixture) ownedBy(kind string, owner client.Object) []metav1.OwnerReference {
+	f.t.Helper()
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(owner), owner); err != nil {
+		f.t.Fatal(err)
+	}
+	return []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: kind, Name: owner.GetName(), UID: owner.GetUID()}}
 }
 
-func (f *recreateFixture) machine(name string, withData bool) {
+func named(name string, o client.Object) client.Object {
+	o.SetName(name)
+	o.SetNamespace("default")
+	return o
+}
+
+// machine creates a Machine whose bootstrap config is the KubeadmConfig
+// config, its data named or not.
+func (f *recreateFixture) machine(name, config string, withData bool) {
 	f.t.Helper()
 	m := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: clusterv1.MachineSpec{
 			ClusterName:       f.cluster,
-			Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name}},
+			Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: config}},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachine", Name: name},
 		},
 	}
@@ -99,32 +114,61 @@ func TestRecreatedObjectsAreAdmittedAsTheirUpdate(t *testing.T) {
 	f := &recreateFixture{t: t, cluster: fmt.Sprintf("moved-%d", nameSeq)}
 	f.create(&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: f.cluster, Namespace: "default"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}})
 
-	// A Machine that names its data: its config rendered before.
-	f.machine(f.cluster+"-m0", true)
-	f.machine(f.cluster+"-m1", false)
+	// A Machine that names its data: its config rendered before. Only the
+	// config the Machine names, referring to it by its UID, is vouched for.
+	m0, m1, m2 := f.cluster+"-m0", f.cluster+"-m1", f.cluster+"-m2"
+	f.machine(m0, m0, true)
+	f.machine(m1, m1, false)
+	f.machine(m2, "another", true)
+	forged := f.ownedBy("Machine", named(m0, &clusterv1.Machine{}))
+	forged[0].UID = "00000000-0000-0000-0000-000000000001"
 	for _, tc := range []struct {
-		machine string
-		admit   bool
-	}{{f.cluster + "-m0", true}, {f.cluster + "-m1", false}} {
+		name, config string
+		owners       []metav1.OwnerReference
+		admit        bool
+	}{
+		{"a reference by its Machine's name with another UID", m0, forged, false},
+		{"its Machine names its data", m0, f.ownedBy("Machine", named(m0, &clusterv1.Machine{})), true},
+		{"its Machine has no data yet", m1, f.ownedBy("Machine", named(m1, &clusterv1.Machine{})), false},
+		{"the Machine names another config", m2, f.ownedBy("Machine", named(m2, &clusterv1.Machine{})), false},
+	} {
 		c := config(bootstrapv1.CloudConfig)
-		c.Name, c.OwnerReferences = tc.machine, ownedBy("Machine", tc.machine)
+		c.Name, c.OwnerReferences = tc.config, tc.owners
 		refusedHere(c)
 		if err := env.Client.Create(ctx, c); (err == nil) != tc.admit {
-			t.Errorf("a config of Machine %s (its data named: %v): %v", tc.machine, tc.admit, err)
+			t.Errorf("%s: admitted %v, want %v: %v", tc.name, err == nil, tc.admit, err)
 		}
 	}
 
 	// Objects of a Cluster that clusterctl paused to move it.
+	cluster := f.ownedBy("Cluster", named(f.cluster, &clusterv1.Cluster{}))
 	newObjects := func() []client.Object {
 		c := config(bootstrapv1.CloudConfig)
-		c.Labels = map[string]string{clusterv1.ClusterNameLabel: f.cluster}
+		c.OwnerReferences = cluster
 		refusedHere(c)
 		tmpl := template(bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.Ignition, DiskSetup: upstreambootstrapv1.DiskSetup{
 			Partitions: []upstreambootstrapv1.Partition{{Device: "/dev/sdb", DiskLayout: []upstreambootstrapv1.PartitionSpec{{Percentage: 50}}}}}})
-		tmpl.OwnerReferences = ownedBy("Cluster", f.cluster)
+		tmpl.OwnerReferences = cluster
 		k := kcp(map[string]string{bootstrapv1.FormatAnnotation: "raw"})
-		k.OwnerReferences = ownedBy("Cluster", f.cluster)
+		k.OwnerReferences = cluster
 		return []client.Object{c, tmpl, k}
+	}
+	// What only claims the paused Cluster: its label, or its name without
+	// its UID, and a hundred references that cost a read each.
+	claims := func() []client.Object {
+		byLabel := config(bootstrapv1.CloudConfig)
+		byLabel.Labels = map[string]string{clusterv1.ClusterNameLabel: f.cluster}
+		refusedHere(byLabel)
+		byName := config(bootstrapv1.CloudConfig)
+		byName.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: f.cluster, UID: "00000000-0000-0000-0000-000000000002"}}
+		refusedHere(byName)
+		many := config(bootstrapv1.CloudConfig)
+		for i := range 100 {
+			many.OwnerReferences = append(many.OwnerReferences, metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: fmt.Sprintf("m%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))})
+		}
+		many.OwnerReferences = append(many.OwnerReferences, cluster...)
+		refusedHere(many)
+		return []client.Object{byLabel, byName, many}
 	}
 	for _, o := range newObjects() {
 		if err := env.Client.Create(ctx, o); err == nil {
@@ -135,6 +179,11 @@ func TestRecreatedObjectsAreAdmittedAsTheirUpdate(t *testing.T) {
 	for _, o := range newObjects() {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Errorf("%T %s brought back with its Cluster paused: %v", o, o.GetName(), err)
+		}
+	}
+	for i, o := range claims() {
+		if err := env.Client.Create(ctx, o); err == nil {
+			t.Errorf("claim %d on the paused Cluster without being its: admitted", i)
 		}
 	}
 	f.setPaused(false)
@@ -151,7 +200,7 @@ func TestRecreatedObjectsAreAdmittedAsTheirUpdate(t *testing.T) {
 		}}
 	f.create(cc)
 	tmpl := template(bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.Raw})
-	tmpl.OwnerReferences = ownedBy("ClusterClass", cc.Name)
+	tmpl.OwnerReferences = f.ownedBy("ClusterClass", cc)
 	if err := env.Client.Create(ctx, tmpl); err != nil {
 		t.Errorf("a template of a paused ClusterClass: %v", err)
 	}
