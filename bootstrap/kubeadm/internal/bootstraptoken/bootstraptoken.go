@@ -199,6 +199,8 @@ const (
 	// Repaired: the token's Secret lacked what makes it a token (its ID or
 	// secret, its authentication usage) and was written again in full.
 	Repaired
+	// Gone: the token was gone and Extend left it so.
+	Gone
 )
 
 // Found says what the workload cluster holds under a token's ID.
@@ -230,6 +232,16 @@ func (m Manager) Find(ctx context.Context, tok Token) (Found, error) {
 	return Other, nil
 }
 
+// Lookup returns the usable token a provider made with id, if the workload
+// cluster holds one.
+func (m Manager) Lookup(ctx context.Context, id string) (Token, bool, error) {
+	existing, err := m.get(ctx, id)
+	if err != nil || existing == nil || !intact(existing, id) || !madeByProvider(existing) {
+		return Token{}, false, err
+	}
+	return Token{ID: id, Secret: bootstrapsecretutil.GetData(existing, bootstrapapi.BootstrapTokenSecretKey)}, true, nil
+}
+
 // Keep makes sure tok stays valid for owner: it re-creates a token that is
 // gone (with the same secret: the machine already has it) and extends one
 // that has less than half its TTL left. It returns when the token expires and
@@ -240,6 +252,16 @@ func (m Manager) Find(ctx context.Context, tok Token) (Found, error) {
 // know tok to be the one it handed out (the data it rendered carries it, or
 // Find just said the cluster holds it), never only that a spec says so.
 func (m Manager) Keep(ctx context.Context, owner Owner, tok Token) (time.Time, KeepResult, error) {
+	return m.keep(ctx, owner, tok, true)
+}
+
+// Extend is Keep for a token that may have been used since: one that is
+// gone stays gone (Gone), and the caller decides whether to Keep it.
+func (m Manager) Extend(ctx context.Context, owner Owner, tok Token) (time.Time, KeepResult, error) {
+	return m.keep(ctx, owner, tok, false)
+}
+
+func (m Manager) keep(ctx context.Context, owner Owner, tok Token, recreate bool) (time.Time, KeepResult, error) {
 	existing, err := m.get(ctx, tok.ID)
 	if err != nil {
 		return time.Time{}, Unchanged, err
@@ -254,6 +276,9 @@ func (m Manager) Keep(ctx context.Context, owner Owner, tok Token) (time.Time, K
 		expires := m.now().Add(m.TTL)
 		want := m.secretFor(owner, tok, expires)
 		if existing == nil {
+			if !recreate {
+				return time.Time{}, Gone, nil
+			}
 			if err := m.Client.Create(ctx, want); err != nil {
 				return time.Time{}, Unchanged, fmt.Errorf("re-creating %s: %w", tok, err)
 			}

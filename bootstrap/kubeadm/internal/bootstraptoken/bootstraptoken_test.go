@@ -131,6 +131,42 @@ func TestKeepExtendsRecreatesAndLeavesFreshTokensAlone(t *testing.T) {
 	}
 }
 
+// TestExtendLeavesAGoneTokenGone: the caller decides whether a token that
+// is gone (maybe used and deleted) is made again; Lookup finds a provider's
+// usable token by its ID, secret half included, and nothing else.
+func TestExtendLeavesAGoneTokenGone(t *testing.T) {
+	m, c, _ := newManager()
+	ctx := context.Background()
+	tok, _, err := m.Create(ctx, owner, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := m.Lookup(ctx, tok.ID); err != nil || !found || got != tok {
+		t.Fatalf("Lookup: %v %v %v", got, found, err)
+	}
+	if err := c.Delete(ctx, tokenSecret(t, c, tok.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, did, err := m.Extend(ctx, owner, tok); err != nil || did != bootstraptoken.Gone {
+		t.Fatalf("Extend of a deleted token: %v %v", did, err)
+	}
+	if _, found, err := m.Lookup(ctx, tok.ID); err != nil || found {
+		t.Fatalf("Extend made the token again (found %v, %v)", found, err)
+	}
+	byHand := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + tok.ID, Namespace: metav1.NamespaceSystem},
+		Type:       bootstrapapi.SecretTypeBootstrapToken,
+		Data: map[string][]byte{bootstrapapi.BootstrapTokenIDKey: []byte(tok.ID), bootstrapapi.BootstrapTokenSecretKey: []byte(tok.Secret),
+			bootstrapapi.BootstrapTokenUsageAuthentication: []byte("true"), bootstrapapi.BootstrapTokenDescriptionKey: []byte("made by hand")},
+	}
+	if err := c.Create(ctx, byHand); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := m.Lookup(ctx, tok.ID); err != nil || found {
+		t.Fatalf("Lookup found a token made by hand (%v)", err)
+	}
+}
+
 // TestTokensKnownByTheirSecretNotTheirOwnersUID: after clusterctl move or a
 // restore the KubeadmConfig has a new UID, and tokens upstream's provider made
 // carry no UID at all; the token is still kept and deleted. A token made by
