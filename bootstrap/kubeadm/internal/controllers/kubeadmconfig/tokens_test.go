@@ -279,11 +279,12 @@ func TestMachinePoolConfigChangeRendersAgain(t *testing.T) {
 	if err := mgmt.Client.Patch(f.ctx, cfg, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
-	f.waitFor("the pool's data rendered again as cloud-config", 10*time.Second, func() bool {
+	// The status is written after the data secret, at the end of the reconcile.
+	f.waitFor("the pool's data rendered again as cloud-config, and the status", 10*time.Second, func() bool {
 		f.get(sec)
-		return string(sec.Data["format"]) == string(bootstrapv1.CloudConfig)
+		f.get(cfg)
+		return string(sec.Data["format"]) == string(bootstrapv1.CloudConfig) && cfg.Status.ObservedGeneration == cfg.Generation
 	})
-	f.get(cfg)
 	checkDataSecret(t, cfg, f.cluster.Name, sec, bootstrapv1.CloudConfig)
 	if got := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]; got != id {
 		t.Errorf("rendering again replaced the token %s by %s", id, got)
