@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -230,6 +231,23 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 			uses = append(uses, use{field.NewPath("spec", "users").Index(i).Child("passwdFrom"), plan.SecretRef{Name: u.PasswdFrom.Secret.Name, Key: u.PasswdFrom.Secret.Key}})
 		}
 	}
+	// Each Secret is first looked for by its metadata: while one is
+	// missing, none is read in full.
+	looked := map[string]bool{}
+	for _, u := range uses {
+		if looked[u.ref.Name] {
+			continue
+		}
+		looked[u.ref.Name] = true
+		meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: u.ref.Name}, meta); err != nil {
+			if apierrors.IsNotFound(err) {
+				s.dataNotAvailablef(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
+				return nil, halt(ctrl.Result{RequeueAfter: r.waitingBackoff(s)})
+			}
+			return nil, fail(fmt.Errorf("looking for Secret %s/%s for %s: %w", s.cfg.Namespace, u.ref.Name, u.field, err))
+		}
+	}
 	values := secretValues{}
 	var budget machinechecks.Budget
 	for _, u := range uses {
@@ -240,7 +258,7 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: u.ref.Name}, sec); err != nil {
 			if apierrors.IsNotFound(err) {
 				s.dataNotAvailablef(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s not found", u.field, s.cfg.Namespace, u.ref.Name)
-				return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
+				return nil, halt(ctrl.Result{RequeueAfter: r.waitingBackoff(s)})
 			}
 			return nil, fail(fmt.Errorf("reading Secret %s/%s for %s: %w", s.cfg.Namespace, u.ref.Name, u.field, err))
 		}
@@ -252,7 +270,7 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 			b, ok := sec.Data[other.ref.Key]
 			if !ok {
 				s.dataNotAvailablef(bootstrapv1.KubeadmConfigReferencedSecretNotFoundReason, "%s: Secret %s/%s has no key %q", other.field, s.cfg.Namespace, other.ref.Name, other.ref.Key)
-				return nil, halt(ctrl.Result{RequeueAfter: waitRetry})
+				return nil, halt(ctrl.Result{RequeueAfter: r.waitingBackoff(s)})
 			}
 			if _, seen := values[other.ref]; seen {
 				continue
@@ -266,6 +284,22 @@ func (r *Reconciler) referencedSecrets(ctx context.Context, s *scope) (secretVal
 		}
 	}
 	return values, outcome{}
+}
+
+// maxWaitRetry is the longest a config waiting for a referenced Secret waits
+// between looks (no watch reports Secrets: they are not cached).
+const maxWaitRetry = 5 * time.Minute
+
+// waitingBackoff is how long a config waiting for a referenced Secret waits
+// before it looks again: as long as it has waited so far (since its
+// DataSecretAvailable condition turned False), from waitRetry up to
+// maxWaitRetry, so that a Secret nobody creates costs a few reads an hour.
+func (r *Reconciler) waitingBackoff(s *scope) time.Duration {
+	waited := time.Duration(0)
+	if c := conditions.Get(s.cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition); c != nil && c.Status == metav1.ConditionFalse {
+		waited = r.clock().Since(c.LastTransitionTime.Time)
+	}
+	return min(max(waited, waitRetry), maxWaitRetry)
 }
 
 // controlPlaneVersion is .controlPlane.version for spec.files templates: the
