@@ -48,8 +48,17 @@ const (
 	BootstrapTokenIDAnnotation = "bootstrap.cluster.x-k8s.io/bootstrap-token-id"
 	// BootstrapTokenHashAnnotation is that token's SHA-256 ("<id>.<secret>",
 	// hex), secret half included: the spec's token is the data's only if
-	// the hashes agree.
+	// the hashes agree. On the KubeadmConfig itself it records the token the
+	// controller wrote into the spec, so that the token is known as the
+	// provider's own after a move or a restore gave the config a new UID.
 	BootstrapTokenHashAnnotation = "bootstrap.cluster.x-k8s.io/bootstrap-token-sha256"
+	// PreviousBootstrapTokenIDAnnotation and PreviousBootstrapTokenHashAnnotation
+	// name, on a MachinePool's data secret, the token its data carried
+	// before the last rotation: instances launched from that data may still
+	// be joining with it, so it is kept valid while the pool has instances
+	// that have not joined.
+	PreviousBootstrapTokenIDAnnotation   = "bootstrap.cluster.x-k8s.io/previous-bootstrap-token-id"
+	PreviousBootstrapTokenHashAnnotation = "bootstrap.cluster.x-k8s.io/previous-bootstrap-token-sha256"
 	// ConfigGenerationAnnotation is the generation of the KubeadmConfig the
 	// data was rendered from: a MachinePool's data is rendered again when
 	// its config's spec changes (ClusterClass patches a pool's config in

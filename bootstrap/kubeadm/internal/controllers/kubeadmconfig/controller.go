@@ -118,6 +118,7 @@ type Reconciler struct {
 
 	checks       tokenChecks
 	lockReleases lockReleases
+	nodes        nodeLists
 }
 
 func (r *Reconciler) clock() clock.PassiveClock {

@@ -139,11 +139,13 @@ func (r *Reconciler) writtenBefore(ctx context.Context, s *scope) (bool, error) 
 	return true, nil
 }
 
-// rendered is bootstrap data with the token a provider made for it, if any.
+// rendered is bootstrap data with the token a provider made for it, if any,
+// and, for a rotation, the token the data carried before.
 type rendered struct {
-	data    *bootstrapdata.Data
-	token   *bootstraptoken.Token
-	expires time.Time
+	data     *bootstrapdata.Data
+	token    *bootstraptoken.Token
+	previous *bootstraptoken.Token
+	expires  time.Time
 }
 
 // render gathers the inputs and renders the format. A join's token is the
@@ -258,6 +260,10 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 	if out.token != nil {
 		sec.Annotations = mergeMaps(sec.Annotations, tokenAnnotations(*out.token))
 	}
+	if out.previous != nil {
+		sec.Annotations = mergeMaps(sec.Annotations, map[string]string{
+			bootstrapv1.PreviousBootstrapTokenIDAnnotation: out.previous.ID, bootstrapv1.PreviousBootstrapTokenHashAnnotation: out.previous.Hash()})
+	}
 	return sec
 }
 
@@ -265,6 +271,10 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 func tokenAnnotations(tok bootstraptoken.Token) map[string]string {
 	return map[string]string{bootstrapv1.BootstrapTokenIDAnnotation: tok.ID, bootstrapv1.BootstrapTokenHashAnnotation: tok.Hash()}
 }
+
+// tokenAnnotationKeys are every annotation that names a token on a data secret.
+var tokenAnnotationKeys = []string{bootstrapv1.BootstrapTokenIDAnnotation, bootstrapv1.BootstrapTokenHashAnnotation,
+	bootstrapv1.PreviousBootstrapTokenIDAnnotation, bootstrapv1.PreviousBootstrapTokenHashAnnotation}
 
 // putDataSecret writes out to the config's data secret: created, or, when a
 // Secret of that name exists (an interrupted earlier attempt, a restore, a
@@ -292,8 +302,9 @@ func (r *Reconciler) putDataSecret(ctx context.Context, s *scope, out *rendered,
 	existing.Labels = mergeMaps(existing.Labels, want.Labels)
 	existing.Annotations = mergeMaps(existing.Annotations, want.Annotations)
 	if out.token == nil {
-		delete(existing.Annotations, bootstrapv1.BootstrapTokenIDAnnotation)
-		delete(existing.Annotations, bootstrapv1.BootstrapTokenHashAnnotation)
+		for _, k := range tokenAnnotationKeys {
+			delete(existing.Annotations, k)
+		}
 	}
 	existing.OwnerReferences = util.EnsureOwnerRef(dropControllers(existing.OwnerReferences), want.OwnerReferences[0])
 	existing.Data = want.Data
@@ -391,7 +402,14 @@ func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) outcome {
 			keep = &tok
 		}
 		if o := r.renderAgain(ctx, s, sec, keep); o.stops() {
-			return o
+			if !o.halted {
+				return o
+			}
+			// The changed spec cannot be rendered (its condition says
+			// why): the pool's instances keep booting from the data that
+			// exists, so the token it carries stays valid meanwhile.
+			s.renderHalted = true
+			return o.with(r.reconcileToken(ctx, s, sec))
 		}
 	}
 	return r.reconcileToken(ctx, s, sec)
@@ -432,9 +450,17 @@ func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secr
 
 // dataSecretGone handles a data secret deleted behind the controller's back:
 // a machine that has not joined yet gets its data written again; for a joined
-// one the condition says what happened.
+// one (its nodeRef, or its Node in the workload cluster while a move or a
+// restore left it without one) the event says what happened.
 func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.ObjectKey) outcome {
-	if s.owner.joined() || key.Name != s.cfg.Name {
+	joined := s.owner.joined() || key.Name != s.cfg.Name
+	if !joined {
+		var o outcome
+		if joined, o = r.joinedInWorkload(ctx, s); o.stops() {
+			return o
+		}
+	}
+	if joined {
 		// Used already: the data was available and did its job, as upstream's
 		// provider reports it too (operators delete bootstrap secrets after
 		// boot; a False here would make healthy Machines unavailable).

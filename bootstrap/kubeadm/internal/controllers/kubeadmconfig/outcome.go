@@ -17,6 +17,8 @@ limitations under the License.
 package kubeadmconfig
 
 import (
+	"errors"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -44,3 +46,13 @@ func done(res ctrl.Result) outcome { return outcome{res: res} }
 
 // stops reports whether the reconcile goes no further than this step.
 func (o outcome) stops() bool { return o.halted || o.err != nil }
+
+// with is o, halted, joined by what a further step did: its error, and its
+// time to look again when that comes sooner.
+func (o outcome) with(next outcome) outcome {
+	o.err = errors.Join(o.err, next.err)
+	if d := next.res.RequeueAfter; d > 0 && (o.res.RequeueAfter == 0 || d < o.res.RequeueAfter) {
+		o.res.RequeueAfter = d
+	}
+	return o
+}

@@ -17,12 +17,20 @@ limitations under the License.
 package kubeadmconfig_test
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
@@ -148,5 +156,141 @@ func TestTokenOfAMachineGoingAway(t *testing.T) {
 	machine.Finalizers = nil
 	if err := mgmt.Client.Update(f.ctx, machine); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOwnTokenKnownAfterANewUID: a Machine's config got its token in its
+// spec, but no data (the reconcile was interrupted); then a move gave the
+// config a new UID, and the token expired meanwhile. The controller knows
+// the token as its own, by the hash it recorded, and gives the machine a
+// usable one, not data with a token nobody can join with.
+func TestOwnTokenKnownAfterANewUID(t *testing.T) {
+	p := newStepwise(t)
+	_, cfg := p.machine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
+	noData := interceptor.NewClient(withWatch(t, mgmt), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*corev1.Secret); ok && obj.GetName() == cfg.Name {
+				return errors.New("connection lost")
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	if _, err := reconcile(t, p.reconciler(noData, nil), cfg); err == nil {
+		t.Fatal("the interrupted reconcile reported success")
+	}
+	lost := p.specToken(cfg)
+	if err := workload.Client.Delete(p.ctx, mustToken(t, lost.ID)); err != nil {
+		t.Fatal(err)
+	}
+
+	moved := p.recreate(cfg)
+	p.reconcile(p.reconciler(nil, nil), moved)
+	got := p.specToken(moved)
+	if got == lost {
+		t.Fatalf("the data carries %s, which the workload cluster no longer has", lost)
+	}
+	if _, ok := tokenSecret(t, got.ID); !ok {
+		t.Fatalf("the data carries %s, which the workload cluster does not have", got)
+	}
+}
+
+// joinedMachine is a Machine with a provider ID whose Node exists in the
+// workload cluster and which names its data secret, and its config, whose
+// token was deleted once the Machine's nodeRef said it joined.
+func (p *stepwise) joinedMachine(name string, controlPlane bool, spec bootstrapv1.KubeadmConfigSpec) (*clusterv1.Machine, *bootstrapv1.KubeadmConfig) {
+	p.t.Helper()
+	m := p.newMachine(name, controlPlane)
+	m.Spec.ProviderID = "test://" + p.ns + "/" + name
+	p.create(m)
+	cfg := p.config(name, m, spec)
+	r := p.reconciler(nil, nil)
+	p.reconcile(r, cfg)
+	// Cluster API's Machine controller copies the data secret's name.
+	p.get(m)
+	before := m.DeepCopy()
+	m.Spec.Bootstrap.DataSecretName = ptr.To(cfg.Name)
+	if err := mgmt.Client.Patch(p.ctx, m, client.MergeFrom(before)); err != nil {
+		p.t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: p.ns + "-" + name}, Spec: corev1.NodeSpec{ProviderID: m.Spec.ProviderID}}
+	if err := workload.Client.Create(p.ctx, node); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { _ = workload.Client.Delete(context.Background(), node) })
+	p.setNodeRef(m, node.Name)
+	p.reconcile(r, cfg)
+	return m, cfg
+}
+
+// setNodeRef sets (or, empty, clears as a move or a restore does) the
+// Machine's nodeRef.
+func (p *stepwise) setNodeRef(m *clusterv1.Machine, node string) {
+	p.t.Helper()
+	p.get(m)
+	before := m.DeepCopy()
+	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: node}
+	if err := mgmt.Client.Status().Patch(p.ctx, m, client.MergeFrom(before)); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// TestUsedTokenNotRevivedAfterARestore: a worker joined and its token was
+// deleted; a restore brings its Machine back without a nodeRef and its
+// config with a new UID. The workload cluster has its Node: the used token
+// stays deleted.
+func TestUsedTokenNotRevivedAfterARestore(t *testing.T) {
+	p := newStepwise(t)
+	m, cfg := p.joinedMachine("w", false, joinSpec(bootstrapv1.CloudConfig, false))
+	tok := p.specToken(cfg)
+	if _, ok := tokenSecret(t, tok.ID); ok {
+		t.Fatal("the token was not deleted once the Machine joined")
+	}
+	p.setNodeRef(m, "")
+	restored := p.recreate(cfg)
+	r := p.reconciler(nil, nil)
+	for range 2 {
+		p.halfTTL()
+		p.reconcile(r, restored)
+	}
+	if _, ok := tokenSecret(t, tok.ID); ok {
+		t.Fatal("the used join token was made again after the restore")
+	}
+}
+
+// TestDeletedInitDataNotRenderedAgainAfterARestore: the first control-plane
+// Machine ran kubeadm init; its data secret was deleted after boot (as
+// operators do). A restore brings back its Machine without a nodeRef and the
+// Cluster without its status. Its Node exists in the workload cluster: no
+// init data is written again and no init lock taken.
+func TestDeletedInitDataNotRenderedAgainAfterARestore(t *testing.T) {
+	p := newStepwise(t)
+	p.setClusterStatus(true, false)
+	m, cfg := p.joinedMachine("cp-0", true, initSpec(bootstrapv1.CloudConfig))
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Namespace: p.ns}}
+	p.get(sec)
+	if !strings.Contains(string(sec.Data["value"]), "InitConfiguration") {
+		t.Fatal("the first control-plane machine got no init data")
+	}
+	// Initialized: the lock is released (the next config to render does
+	// it), and the data secret deleted after boot.
+	p.setClusterStatus(true, true)
+	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: bootstrapv1.InitLockName(p.cluster.Name)}}
+	if err := mgmt.Client.Delete(p.ctx, lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Client.Delete(p.ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+
+	p.setNodeRef(m, "")
+	p.setClusterStatus(true, false)
+	r := p.reconciler(nil, nil)
+	p.reconcile(r, cfg)
+	p.reconcile(r, cfg)
+	if err := mgmt.Client.Get(p.ctx, client.ObjectKeyFromObject(sec), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the init data was written again for a control plane that runs: %v", err)
+	}
+	if err := mgmt.Client.Get(p.ctx, client.ObjectKeyFromObject(lock), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the init lock was taken for a control plane that runs: %v", err)
 	}
 }

@@ -43,6 +43,13 @@ type scope struct {
 	// hadData: data was written for this config before this reconcile (its
 	// status or its owner says so), so its machine may have run it already.
 	hadData bool
+	// renderHalted: a MachinePool's changed spec cannot be rendered (the
+	// condition says why); its instances keep booting from the data that
+	// exists, whose token is kept valid but not rotated.
+	renderHalted bool
+	// poolReadLive: owner.pool was read from the API server in this
+	// reconcile, not from the cache.
+	poolReadLive bool
 }
 
 const redacted = "[redacted]"

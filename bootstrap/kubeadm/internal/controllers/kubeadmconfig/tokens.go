@@ -29,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 
@@ -68,7 +69,7 @@ func (r *Reconciler) tokens(ctx context.Context, s *scope) (*bootstraptoken.Mana
 	if err != nil {
 		return nil, fail(err)
 	}
-	return &bootstraptoken.Manager{Client: c, TTL: r.TokenTTL}, outcome{}
+	return &bootstraptoken.Manager{Client: c, TTL: r.TokenTTL, Now: r.clock().Now}, outcome{}
 }
 
 // joinToken makes sure a joining machine's config has its token in the spec
@@ -100,9 +101,10 @@ func (r *Reconciler) joinToken(ctx context.Context, s *scope, action plan.Action
 			return &tok, expires, outcome{}
 		case found == bootstraptoken.Absent && s.owner.pool != nil:
 			previous = tok.ID // gone: the pool gets a new one, as upstream's provider gives it
-		case found == bootstraptoken.Absent && bootstraptoken.Derived(s.cfg.UID, "", tok.ID):
-			// This config's own, expired before its data was written: a new
-			// one (a fresh secret, whatever the spec says).
+		case found == bootstraptoken.Absent && s.choseSpecToken(tok):
+			// This config's own, expired before its data was written (a
+			// move or a restore may have given the config a new UID since):
+			// a new one (a fresh secret, whatever the spec says).
 		default:
 			return nil, time.Time{}, outcome{} // a person's token
 		}
@@ -119,12 +121,22 @@ func (r *Reconciler) joinToken(ctx context.Context, s *scope, action plan.Action
 	return &tok, expires, outcome{}
 }
 
+// choseSpecToken reports whether a provider put tok into the config's spec:
+// its ID is derived from this config's UID, or the config's annotation
+// records its hash (which a move or a restore keeps, unlike the UID).
+func (s *scope) choseSpecToken(tok bootstraptoken.Token) bool {
+	return bootstraptoken.Derived(s.cfg.UID, "", tok.ID) || s.cfg.Annotations[bootstrapv1.BootstrapTokenHashAnnotation] == tok.Hash()
+}
+
 // setSpecToken records tok in the config's spec, where every provider reads
-// it. The spec changes, so does the generation; the status patch that ends
-// the reconcile carries on from the patched object.
+// it, and its hash in an annotation that says this provider chose it. The
+// spec changes, so does the generation; the status patch that ends the
+// reconcile carries on from the patched object.
 func (r *Reconciler) setSpecToken(ctx context.Context, s *scope, tok bootstraptoken.Token) error {
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"joinConfiguration": map[string]any{
-		"discovery": map[string]any{"bootstrapToken": map[string]any{"token": tok.Value()}}}}})
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{bootstrapv1.BootstrapTokenHashAnnotation: tok.Hash()}},
+		"spec": map[string]any{"joinConfiguration": map[string]any{
+			"discovery": map[string]any{"bootstrapToken": map[string]any{"token": tok.Value()}}}}})
 	if err != nil {
 		return err
 	}
@@ -161,7 +173,7 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.S
 	}
 	m, o := r.tokens(ctx, s)
 	if o.stops() {
-		if o.halted && carried == tok.ID {
+		if o.halted && carried == tok.ID && !s.renderHalted {
 			// The data exists: an unreachable cluster is no reason to say otherwise.
 			s.dataAvailable()
 		}
@@ -172,7 +184,7 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *scope, sec *corev1.S
 		// decides, once per process.
 		return r.vouchFor(ctx, s, m, sec, tok)
 	}
-	return r.maintainToken(ctx, s, m, tok)
+	return r.maintainToken(ctx, s, m, sec, tok)
 }
 
 // vouched reports whether tok is known to be the token the data secret sec
@@ -192,7 +204,7 @@ func (r *Reconciler) vouchFor(ctx context.Context, s *scope, m *bootstraptoken.M
 	switch {
 	case err != nil:
 		return fail(err)
-	case found == bootstraptoken.Absent && s.owner.pool != nil:
+	case found == bootstraptoken.Absent && s.owner.pool != nil && !s.renderHalted:
 		// Gone before anyone looked after it (the token cleaner, after a
 		// swap or a restore): no instance can join with it any more.
 		return r.rotate(ctx, s, m, tok)
@@ -202,6 +214,10 @@ func (r *Reconciler) vouchFor(ctx context.Context, s *scope, m *bootstraptoken.M
 	}
 	carried := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
 	switch {
+	case s.owner.pool != nil && s.renderHalted && carried != tok.ID:
+		// Data that cannot be rendered again for the spec's token: the
+		// token it carries is not known to be a provider's.
+		return outcome{}
 	case s.owner.pool != nil && carried != "" && carried != tok.ID:
 		// The spec's token is newer than the data (a rotation interrupted
 		// between the two writes): the pool's next instances get it.
@@ -220,7 +236,7 @@ func (r *Reconciler) vouchFor(ctx context.Context, s *scope, m *bootstraptoken.M
 		r.reportAdopted(s, tok)
 	}
 	r.checks.adopted(key, tok)
-	return r.maintainToken(ctx, s, m, tok)
+	return r.maintainToken(ctx, s, m, sec, tok)
 }
 
 // adopt names a provider's token on a pool's data secret written by
@@ -278,21 +294,53 @@ func (r *Reconciler) moveLegacyToken(ctx context.Context, s *scope, sec *corev1.
 // maintainToken keeps the token of a machine that has not joined valid,
 // deletes it once the machine's Node exists or the owner is going away or
 // failed, and rotates a MachinePool's token when the pool is settled and the
-// token has run half its TTL.
-func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstraptoken.Manager, tok bootstraptoken.Token) outcome {
-	log := ctrl.LoggerFrom(ctx).WithValues("bootstrapToken", tok.ID)
+// token has run half its TTL. A Machine's token that is gone is made again
+// only if the Machine has not joined (the workload cluster decides while
+// its nodeRef is missing, as after a move or a restore): a used join token
+// is never revived.
+func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstraptoken.Manager, sec *corev1.Secret, tok bootstraptoken.Token) outcome {
 	key := client.ObjectKeyFromObject(s.cfg)
 	if why := s.owner.doneReason(); why != "" {
 		if err := m.Delete(ctx, s.tokenOwner(), tok); err != nil && !errors.Is(err, bootstraptoken.ErrNotOwned) {
 			return fail(err)
 		}
 		r.checks.release(key, tok.ID)
-		log.V(2).Info("Deleted the bootstrap token", "why", why)
+		ctrl.LoggerFrom(ctx).V(2).Info("Deleted the bootstrap token", "bootstrapToken", tok.ID, "why", why)
 		return outcome{}
 	}
-	expires, did, err := m.Keep(ctx, s.tokenOwner(), tok)
+	expires, did, o := r.keepToken(ctx, s, m, tok)
+	switch {
+	case o.stops():
+		return o
+	case did == bootstraptoken.Gone:
+		r.checks.release(key, tok.ID)
+		return outcome{}
+	case s.owner.pool != nil:
+		return r.keepPoolTokens(ctx, s, m, sec, tok, expires, did)
+	}
+	return done(r.scheduleTokenCheck(s, tok.ID, expires))
+}
+
+// keepToken extends tok when due and makes it again when it is gone, unless
+// its Machine joined (then it stays gone: Gone), and says so in events.
+func (r *Reconciler) keepToken(ctx context.Context, s *scope, m *bootstraptoken.Manager, tok bootstraptoken.Token) (time.Time, bootstraptoken.KeepResult, outcome) {
+	log := ctrl.LoggerFrom(ctx).WithValues("bootstrapToken", tok.ID)
+	expires, did, err := m.Extend(ctx, s.tokenOwner(), tok)
 	if err != nil {
-		return fail(err)
+		return time.Time{}, did, fail(err)
+	}
+	if did == bootstraptoken.Gone {
+		joined, o := r.joinedInWorkload(ctx, s)
+		if o.stops() {
+			return time.Time{}, did, o
+		}
+		if joined {
+			log.V(2).Info("Not re-creating the bootstrap token: the Machine's Node exists")
+			return time.Time{}, did, outcome{}
+		}
+		if expires, did, err = m.Keep(ctx, s.tokenOwner(), tok); err != nil {
+			return time.Time{}, did, fail(err)
+		}
 	}
 	switch did {
 	case bootstraptoken.Recreated:
@@ -304,17 +352,104 @@ func (r *Reconciler) maintainToken(ctx context.Context, s *scope, m *bootstrapto
 	case bootstraptoken.Extended:
 		log.V(2).Info("Extended the bootstrap token", "expires", expires)
 	}
-	if s.owner.pool != nil && did != bootstraptoken.Unchanged && !s.owner.hasPendingInstances() {
+	return expires, did, outcome{}
+}
+
+// keepPoolTokens rotates a settled pool's token once it was extended (did),
+// and keeps the token before the last rotation while instances still join.
+func (r *Reconciler) keepPoolTokens(ctx context.Context, s *scope, m *bootstraptoken.Manager, sec *corev1.Secret, tok bootstraptoken.Token,
+	expires time.Time, did bootstraptoken.KeepResult) outcome {
+	_, hasPrevious := sec.Annotations[bootstrapv1.PreviousBootstrapTokenIDAnnotation]
+	if did == bootstraptoken.Unchanged && !hasPrevious {
+		return done(r.scheduleTokenCheck(s, tok.ID, expires))
+	}
+	settled, err := r.poolSettled(ctx, s)
+	if err != nil {
+		return fail(err)
+	}
+	if settled && did != bootstraptoken.Unchanged && !s.renderHalted {
 		return r.rotate(ctx, s, m, tok)
+	}
+	previousExpires, err := r.keepPrevious(ctx, s, m, sec, settled)
+	if err != nil {
+		return fail(err)
+	}
+	if !previousExpires.IsZero() && previousExpires.Before(expires) {
+		expires = previousExpires
 	}
 	return done(r.scheduleTokenCheck(s, tok.ID, expires))
 }
 
+// poolSettled reports whether every instance the pool wants is a Node, as
+// the pool is on the API server now: an instance added since this reconcile
+// read the pool boots with the data as it is, so its token must not be
+// rotated away. The pool is read live once per reconcile, and only when
+// the cached one looks settled.
+func (r *Reconciler) poolSettled(ctx context.Context, s *scope) (bool, error) {
+	if s.owner.hasPendingInstances() {
+		return false, nil
+	}
+	if !s.poolReadLive {
+		live := &clusterv1.MachinePool{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.owner.pool), live); err != nil {
+			return false, fmt.Errorf("reading %s: %w", s.owner, err)
+		}
+		s.owner.pool, s.poolReadLive = live, true
+	}
+	return !s.owner.hasPendingInstances(), nil
+}
+
+// keepPrevious keeps valid the token a MachinePool's data carried before
+// its last rotation while the pool has instances that have not joined (they
+// may have been launched from that data), and forgets it once the pool is
+// settled: it then expires on its own. It returns when that token expires,
+// or the zero time when there is none to keep.
+func (r *Reconciler) keepPrevious(ctx context.Context, s *scope, m *bootstraptoken.Manager, sec *corev1.Secret, settled bool) (time.Time, error) {
+	id := sec.Annotations[bootstrapv1.PreviousBootstrapTokenIDAnnotation]
+	switch {
+	case id == "":
+		return time.Time{}, nil
+	case settled:
+		return time.Time{}, r.forgetPrevious(ctx, sec)
+	}
+	prev, found, err := m.Lookup(ctx, id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !found || prev.Hash() != sec.Annotations[bootstrapv1.PreviousBootstrapTokenHashAnnotation] {
+		// Gone (it expired while no manager ran), or not the one recorded.
+		return time.Time{}, r.forgetPrevious(ctx, sec)
+	}
+	s.addSensitive(prev.Value(), prev.Secret)
+	expires, did, err := m.Extend(ctx, s.tokenOwner(), prev)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if did == bootstraptoken.Extended {
+		ctrl.LoggerFrom(ctx).V(2).Info("Extended the pool's previous bootstrap token: instances launched from its data have not joined", "bootstrapToken", id, "expires", expires)
+	}
+	return expires, nil
+}
+
+// forgetPrevious removes the record of the pool's previous token from its
+// data secret.
+func (r *Reconciler) forgetPrevious(ctx context.Context, sec *corev1.Secret) error {
+	orig := sec.DeepCopy()
+	delete(sec.Annotations, bootstrapv1.PreviousBootstrapTokenIDAnnotation)
+	delete(sec.Annotations, bootstrapv1.PreviousBootstrapTokenHashAnnotation)
+	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("forgetting the previous token on the data secret %s: %w", klog.KObj(sec), err)
+	}
+	return nil
+}
+
 // rotate gives a settled MachinePool a new token and data for its next
 // instances. The old token was just extended, so an instance that picked it up
-// a moment ago still has a full TTL to join. The spec is written first: an
-// interruption before the data secret is rewritten is finished by the next
-// reconcile (reconcileToken), by either provider.
+// a moment ago still has a full TTL to join, and the data secret records it
+// as the previous token, kept valid while instances have not joined. The
+// spec is written first: an interruption before the data secret is
+// rewritten is finished by the next reconcile (reconcileToken), by either
+// provider.
 func (r *Reconciler) rotate(ctx context.Context, s *scope, m *bootstraptoken.Manager, old bootstraptoken.Token) outcome {
 	tok, expires, err := m.Create(ctx, s.tokenOwner(), old.ID)
 	if err != nil {
@@ -328,7 +463,7 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope, m *bootstraptoken.Man
 	if o.stops() {
 		return o
 	}
-	out.token = &tok
+	out.token, out.previous = &tok, &old
 	existing := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.cfg.Namespace, Name: s.cfg.Status.DataSecretName}, existing); err != nil {
 		return fail(fmt.Errorf("reading the data secret to rotate its token: %w", err))
