@@ -61,6 +61,17 @@ func (r *Reconciler) action(ctx context.Context, s *scope) (plan.Action, outcome
 			s.dataNotAvailablef(bootstrapv1.KubeadmConfigWaitingForControlPlaneInitReason, "Waiting for the control plane of Cluster %s to be initialized", s.cluster.Name)
 			return "", halt(ctrl.Result{})
 		}
+		// A Cluster moved or restored says nothing until Cluster API
+		// computes its status again: its API server says whether a second
+		// kubeadm init would make a second control plane.
+		switch running, err := r.controlPlaneRunning(ctx, s); {
+		case err != nil:
+			return "", fail(err)
+		case running:
+			s.dataNotAvailablef(bootstrapv1.KubeadmConfigWaitingForControlPlaneInitReason,
+				"The API server of Cluster %s already runs a control plane (it has %s); waiting for the Cluster to say it is initialized", s.cluster.Name, kubeadmConfigMap)
+			return "", halt(ctrl.Result{RequeueAfter: waitRetry})
+		}
 		if !r.InitLock.Acquire(ctx, s.cluster, s.owner.machine) {
 			s.dataNotAvailablef(bootstrapv1.KubeadmConfigWaitingForInitLockReason, "Another control-plane Machine holds the init lock of Cluster %s; this one joins once the control plane is initialized", s.cluster.Name)
 			return "", halt(ctrl.Result{RequeueAfter: initLockRetry})

@@ -30,7 +30,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
@@ -292,5 +294,29 @@ func TestDeletedInitDataNotRenderedAgainAfterARestore(t *testing.T) {
 	}
 	if err := mgmt.Client.Get(p.ctx, client.ObjectKeyFromObject(lock), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the init lock was taken for a control plane that runs: %v", err)
+	}
+}
+
+// TestNoInitWhileTheWorkloadRunsAControlPlane: a Cluster without its status
+// (moved or restored) does not say its control plane is initialized, but
+// its API server has kubeadm's configuration. A new control-plane Machine's
+// config waits, saying why, instead of initializing a second control plane.
+func TestNoInitWhileTheWorkloadRunsAControlPlane(t *testing.T) {
+	p := newStepwise(t)
+	p.setClusterStatus(true, false)
+	running := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: metav1.NamespaceSystem}}
+	if err := workload.Client.Create(p.ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = workload.Client.Delete(context.Background(), running) })
+	_, cfg := p.machine("cp-1", true, initSpec(bootstrapv1.CloudConfig))
+	p.reconcile(p.reconciler(nil, nil), cfg)
+	p.get(cfg)
+	c := conditions.Get(cfg, upstreambootstrapv1.KubeadmConfigDataSecretAvailableCondition)
+	if c == nil || c.Reason != bootstrapv1.KubeadmConfigWaitingForControlPlaneInitReason || !strings.Contains(c.Message, "already runs a control plane") {
+		t.Fatalf("DataSecretAvailable: %+v", c)
+	}
+	if err := mgmt.Client.Get(p.ctx, client.ObjectKey{Namespace: p.ns, Name: bootstrapv1.InitLockName(p.cluster.Name)}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the init lock was taken: %v", err)
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,9 +39,10 @@ import (
 
 // After a move or a restore a Cluster, its Machines and its control plane
 // come back without their status until Cluster API's controllers compute it
-// again: every Machine looks unjoined. What would only be right for a new
-// machine (reviving a join token that was deleted after use, rendering data
-// that was deleted after boot) is decided from the workload cluster instead.
+// again: every Machine looks unjoined, the control plane uninitialized. What
+// would only be right for a new machine (reviving a join token that was
+// deleted after use, rendering data that was deleted after boot, taking the
+// init lock) is decided from the workload cluster instead.
 
 // nodeListAge is how long a workload cluster's Node list answers for it: after
 // a restore every Machine of a cluster asks at once.
@@ -117,4 +120,30 @@ func (r *Reconciler) nodeProviderIDs(ctx context.Context, s *scope) (sets.Set[st
 	r.nodes.byCluster[s.cluster.UID] = nodeList{taken: now, providerIDs: ids}
 	r.nodes.mu.Unlock()
 	return ids, outcome{}
+}
+
+// kubeadmConfigMap is what kubeadm init uploads first once the control plane
+// runs: the cluster's kubeadm configuration.
+var kubeadmConfigMap = client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kubeadm-config"}
+
+// controlPlaneRunning reports whether the workload cluster, while its Cluster
+// does not say it is initialized, already runs a control plane kubeadm
+// initialized. A cluster that cannot be reached runs none yet as far as
+// anyone can tell: before the first init, its API server does not exist.
+func (r *Reconciler) controlPlaneRunning(ctx context.Context, s *scope) (bool, error) {
+	c, err := r.ClusterCache.GetUncachedClient(ctx, util.ObjectKey(s.cluster))
+	if errors.Is(err, clustercache.ErrClusterNotConnected) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	err = c.Get(ctx, kubeadmConfigMap, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("looking for %s in Cluster %s: %w", kubeadmConfigMap, s.cluster.Name, err)
+	}
+	return true, nil
 }
