@@ -163,6 +163,9 @@ const poolBoot = 60 * time.Second
 func (sc *swapScenario) move(how string, do func()) {
 	w := sc.w
 	sc.t.Helper()
+	// Right after a rotation, so that the instance boots with a token whose
+	// provider rotates it away no sooner than a rotation period later.
+	w.WaitForRotation(sc.pool, sc.rotation)
 	instance := w.BootPoolInstance(sc.pool, poolBoot)
 	n := int32(len(w.SimulatedPool(sc.pool).Status.Instances))
 	before := w.BeforeMove()

@@ -71,21 +71,27 @@ func (w *WorkloadCluster) ExpectBooting(machine string) {
 	}
 }
 
-// RotateAndScale waits until the pool's token rotates (the running manager
-// makes a new one for its next instances), then scales the pool to replicas
-// and checks the new instances booted with the rotated data.
-func (w *WorkloadCluster) RotateAndScale(pool string, replicas int32, within time.Duration) {
+// WaitForRotation waits until the pool's token rotates (the running manager
+// makes a new one for its next instances), in its spec and its data.
+// Upstream's provider writes the new token into the spec before it renders
+// the data, and keeps the old one valid no longer: an instance added in
+// between would boot with a token about to expire. Scaling right after an
+// observed rotation leaves a whole rotation period before the next one.
+func (w *WorkloadCluster) WaitForRotation(pool string, within time.Duration) {
 	w.t.Helper()
 	before := w.PoolTokenID(pool)
-	// Both providers write the new token into the spec before they render the
-	// data: an instance added in between would boot with the old token, which
-	// nobody keeps valid any longer, so the pool scales only once both hold
-	// the new one.
 	w.WaitFor(within, "the pool's token to rotate, in its spec and its data", func() bool {
 		tok := w.poolToken(pool)
 		data := w.DataSecretObjects()[pool].Data["value"]
 		return !strings.HasPrefix(tok, before+".") && bytes.Contains(data, []byte(tok))
 	})
+}
+
+// RotateAndScale waits until the pool's token rotates, then scales the pool
+// to replicas and checks the new instances booted with the rotated data.
+func (w *WorkloadCluster) RotateAndScale(pool string, replicas int32, within time.Duration) {
+	w.t.Helper()
+	w.WaitForRotation(pool, within)
 	old := len(w.SimulatedPool(pool).Status.Instances)
 	w.ScalePool(pool, replicas)
 	w.WaitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.CloudConfig}, replicas, 4*time.Minute)
