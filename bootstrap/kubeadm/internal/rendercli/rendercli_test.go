@@ -47,6 +47,19 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
+// tempFiles writes files into a temporary directory of the test and
+// returns their paths.
+func tempFiles(t *testing.T) func(name, body string) string {
+	dir := t.TempDir()
+	return func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
 // The README's examples, rendered as documented, pass the real consumers.
 func TestREADMEExamples(t *testing.T) {
 	cluster := example("render/cluster.yaml")
@@ -119,14 +132,7 @@ spec:
 }
 
 func TestClearErrors(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := tempFiles(t)
 	typo := write("typo.yaml", "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  prekubeadmCommands: [x]\n")
 	missingSecret := write("secret.yaml", "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  joinConfiguration: {}\n  files:\n  - path: /x\n    contentFrom: {secret: {name: s, key: k}}\n")
 	twoDocs := write("two.yaml", "# two configs\napiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  joinConfiguration: {}\n---\napiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nspec:\n  joinConfiguration: {}\n")
@@ -159,6 +165,7 @@ func TestClearErrors(t *testing.T) {
 	}
 
 	// contentFrom resolves from --secrets-dir.
+	dir := filepath.Dir(missingSecret)
 	if err := os.MkdirAll(filepath.Join(dir, "secrets", "s"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -293,14 +300,7 @@ spec:
 // past their bound (naming field and bound, or the gate when it is off),
 // and data no Secret can hold (BootstrapDataTooLarge).
 func TestTheControllersBounds(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := tempFiles(t)
 	indent := func(s string) string {
 		return "        " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n        ") + "\n"
 	}
