@@ -120,7 +120,7 @@ func (ignition) run(ctx context.Context, m *machine) error {
 // manager and waits for the oneshot ones (kubeadm.service) to finish. Mount
 // units are reported and skipped: hosts have no disks of their own.
 func runEnabledUnits(ctx context.Context, m *machine) error {
-	names, err := m.systemd.EnablePresets("/etc/systemd/system-preset/20-ignition.preset")
+	names, err := m.services.EnablePresets("/etc/systemd/system-preset/20-ignition.preset")
 	if err != nil {
 		return fmt.Errorf("ignition enabled no units: %w", err)
 	}
@@ -129,7 +129,7 @@ func runEnabledUnits(ctx context.Context, m *machine) error {
 			m.log.Printf("unit %s: not started (only services run on a simulated host)", name)
 			continue
 		}
-		if _, err := m.systemd.Start(name); err != nil {
+		if _, err := m.services.Start(name); err != nil {
 			return fmt.Errorf("unit %s: %w", name, err)
 		}
 	}
@@ -137,7 +137,7 @@ func runEnabledUnits(ctx context.Context, m *machine) error {
 		if !strings.HasSuffix(name, ".service") {
 			continue
 		}
-		if err := m.systemd.Result(ctx, name); err != nil {
+		if err := m.services.Result(ctx, name); err != nil {
 			return fmt.Errorf("unit %s: %w (see %s)", name, err, strings.TrimSuffix(name, ".service")+".log")
 		}
 	}

@@ -33,6 +33,7 @@ import (
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host/systemd"
 )
 
 // machineEnv marks a process as part of a host (see RunIfHost); its value
@@ -47,6 +48,38 @@ const (
 	// modeSystemctl is the systemctl shim's client.
 	modeSystemctl = "systemctl"
 )
+
+// systemctlSocket is where the host's service manager takes systemctl calls.
+const systemctlSocket = "/run/simulated-host/systemctl.sock"
+
+// systemctlPath is the shim on the host's PATH, ahead of this machine's own
+// systemctl (which needs a running systemd): kubeadm finds it and restarts
+// the kubelet through it, as on a machine booted with systemd.
+const systemctlPath = "/usr/local/sbin/systemctl"
+
+// systemctlShim re-runs the host's executable (/proc/1/exe is the host's
+// init, inside its PID namespace) as the systemctl client.
+const systemctlShim = "#!/bin/sh\n" + machineEnv + "=" + modeSystemctl + " exec /proc/1/exe \"$@\"\n"
+
+// serviceManager is what a host asks of its service manager, which package
+// systemd stands in for.
+type serviceManager interface {
+	// Enable marks units to start at boot; EnablePresets does what a
+	// preset file says, and returns the units it enabled.
+	Enable(names ...string)
+	EnablePresets(path string) ([]string, error)
+	// StartEnabled starts every enabled unit, as a boot does.
+	StartEnabled()
+	// Start starts a unit; the channel closes when a oneshot unit finished.
+	Start(name string) (<-chan struct{}, error)
+	// Status is a unit's state, how often it started and failed, and the
+	// end of its output when it last failed.
+	Status(name string) (state systemd.State, starts, failures int, lastError string)
+	// Result waits for a oneshot unit to finish and returns how it ended.
+	Result(ctx context.Context, name string) error
+	// Serve answers systemctl calls until the listener closes.
+	Serve(l net.Listener)
+}
 
 // machineConfig is what the Lab hands a host through its stdin.
 type machineConfig struct {
@@ -82,7 +115,7 @@ func RunIfHost() {
 	case modeInit:
 		os.Exit(runInit())
 	case modeSystemctl:
-		os.Exit(runSystemctl(os.Args[1:]))
+		os.Exit(systemd.Systemctl(systemctlSocket, os.Args[1:]))
 	default:
 		os.Exit(runHost())
 	}
@@ -143,7 +176,7 @@ type machine struct {
 	status       *os.File
 	logDir       string // the Lab's log directory, reached through an open descriptor
 	logDirHandle *os.File
-	systemd      *systemd
+	services     serviceManager
 }
 
 func (m *machine) report(phase infrav1.HostPhase, message, consumer string) {
@@ -199,8 +232,8 @@ func (m *machine) kubeletTrouble() string {
 	if _, err := os.Stat(kubeletConfigYAML); err != nil {
 		return ""
 	}
-	state, starts, failures, lastError := m.systemd.Status(kubeletUnitName)
-	if state == StateActive || failures == 0 || starts < 2 {
+	state, starts, failures, lastError := m.services.Status(kubeletUnitName)
+	if state == systemd.StateActive || failures == 0 || starts < 2 {
 		return ""
 	}
 	return fmt.Sprintf("; kubelet.service is %s, failed %d times, last: %s", state, failures, lastError)
@@ -221,12 +254,12 @@ func (m *machine) watchKubelet(ctx context.Context) {
 		if _, err := os.Stat(kubeletConfigYAML); err != nil {
 			continue
 		}
-		state, _, failures, lastError := m.systemd.Status(kubeletUnitName)
+		state, _, failures, lastError := m.services.Status(kubeletUnitName)
 		if baseline < 0 {
 			baseline = failures // failures before kubeadm configured it are expected
 			continue
 		}
-		if state != StateActive && failures-baseline >= 2 && lastError != reported {
+		if state != systemd.StateActive && failures-baseline >= 2 && lastError != reported {
 			reported = lastError
 			m.report(infrav1.HostBootstrapping, fmt.Sprintf("kubelet.service keeps failing (%d times since kubeadm configured it): %s", failures-baseline, lastError), "")
 		}
@@ -262,7 +295,7 @@ func (m *machine) boot() error {
 	if err := os.WriteFile("/etc/hosts", hosts, 0o644); err != nil {
 		return err
 	}
-	os.Setenv("PATH", strings.TrimPrefix(defaultPath, "PATH="))
+	os.Setenv("PATH", systemd.DefaultPath)
 	os.Setenv("HOME", "/root")
 	os.Unsetenv(machineEnv)
 	if err := m.joinNetwork(addr); err != nil {
@@ -278,7 +311,7 @@ func (m *machine) boot() error {
 // and waits for the container runtime, as a boot reaches multi-user.target
 // before cloud-init's final stage runs.
 func (m *machine) startServices() error {
-	m.systemd = newSystemd(m.log.Printf, m.logFile)
+	m.services = systemd.New(m.log.Printf, m.logFile)
 	if err := os.MkdirAll(filepath.Dir(systemctlSocket), 0o755); err != nil {
 		return err
 	}
@@ -286,12 +319,12 @@ func (m *machine) startServices() error {
 	if err != nil {
 		return err
 	}
-	go m.systemd.serveSystemctl(l)
-	m.systemd.Enable(containerdUnitName, kubeletUnitName)
-	m.systemd.StartEnabled()
+	go m.services.Serve(l)
+	m.services.Enable(containerdUnitName, kubeletUnitName)
+	m.services.StartEnabled()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		state, _, _, lastError := m.systemd.Status(containerdUnitName)
-		if state == StateActive {
+		state, _, _, lastError := m.services.Status(containerdUnitName)
+		if state == systemd.StateActive {
 			break
 		}
 		if time.Now().After(deadline) {

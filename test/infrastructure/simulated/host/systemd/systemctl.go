@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package host
+package systemd
 
 import (
 	"encoding/json"
@@ -23,18 +23,6 @@ import (
 	"os"
 	"strings"
 )
-
-// systemctlSocket is where the host's service manager takes systemctl calls.
-const systemctlSocket = "/run/simulated-host/systemctl.sock"
-
-// systemctlPath is the shim on the host's PATH, ahead of this machine's own
-// systemctl (which needs a running systemd): kubeadm finds it and restarts
-// the kubelet through it, as on a machine booted with systemd.
-const systemctlPath = "/usr/local/sbin/systemctl"
-
-// systemctlShim re-runs the host's executable (/proc/1/exe is the host's
-// init, inside its PID namespace) as the systemctl client.
-const systemctlShim = "#!/bin/sh\n" + machineEnv + "=" + modeSystemctl + " exec /proc/1/exe \"$@\"\n"
 
 type systemctlRequest struct {
 	Args []string `json:"args"`
@@ -45,10 +33,10 @@ type systemctlResponse struct {
 	Code   int    `json:"code"`
 }
 
-// runSystemctl is the client: it sends its arguments to the service manager
-// and prints what it answers.
-func runSystemctl(args []string) int {
-	conn, err := net.Dial("unix", systemctlSocket)
+// Systemctl is the client: it sends its arguments to the service manager
+// listening at socket and prints what it answers.
+func Systemctl(socket string, args []string) int {
+	conn, err := net.Dial("unix", socket)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "System has not been booted with the simulated host's service manager: %v\n", err)
 		return 1
@@ -67,8 +55,8 @@ func runSystemctl(args []string) int {
 	return resp.Code
 }
 
-// serveSystemctl answers systemctl calls until the listener closes.
-func (s *systemd) serveSystemctl(l net.Listener) {
+// Serve answers systemctl calls until the listener closes.
+func (s *Manager) Serve(l net.Listener) {
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -91,7 +79,7 @@ func (s *systemd) serveSystemctl(l net.Listener) {
 
 // systemctl carries out one call; the exit codes are systemctl's (3: not
 // active, 4: no such unit).
-func (s *systemd) systemctl(args []string) (string, int) {
+func (s *Manager) systemctl(args []string) (string, int) {
 	var words []string
 	now := false
 	for _, a := range args {

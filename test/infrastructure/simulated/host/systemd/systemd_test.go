@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package host
+package systemd
 
 import (
 	"context"
@@ -63,14 +63,14 @@ func unitTree(t *testing.T, units map[string]string) {
 	t.Cleanup(func() { unitDirs = old })
 }
 
-func testSystemd(t *testing.T) *systemd {
+func testSystemd(t *testing.T) *Manager {
 	logs := t.TempDir()
-	return newSystemd(t.Logf, func(name string) (*os.File, error) {
+	return New(t.Logf, func(name string) (*os.File, error) {
 		return os.Create(filepath.Join(logs, name))
 	})
 }
 
-func waitState(t *testing.T, s *systemd, name string, cond func(ServiceState, int, int) bool) {
+func waitState(t *testing.T, s *Manager, name string, cond func(State, int, int) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -102,7 +102,7 @@ func TestServiceRestartsAndKeepsItsError(t *testing.T) {
 	if _, err := s.Start("flaky"); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, "flaky.service", func(_ ServiceState, starts, failures int) bool { return starts >= 3 && failures >= 3 })
+	waitState(t, s, "flaky.service", func(_ State, starts, failures int) bool { return starts >= 3 && failures >= 3 })
 	_, _, _, last := s.Status("flaky") //nolint:dogsled // only the last error matters here
 	if last != "no such flag --from-file" {
 		t.Errorf("last error %q, want the service's last line without its klog header", last)
@@ -124,14 +124,14 @@ func TestStartDuringRestartWaitStartsAtOnce(t *testing.T) {
 	if _, err := s.Start("kubelet"); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, "kubelet.service", func(_ ServiceState, _, failures int) bool { return failures == 1 })
+	waitState(t, s, "kubelet.service", func(_ State, _, failures int) bool { return failures == 1 })
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, code := s.systemctl([]string{"start", "kubelet"}); code != 0 {
 		t.Fatalf("systemctl start: %d %s", code, out)
 	}
-	waitState(t, s, "kubelet.service", func(st ServiceState, starts, _ int) bool { return st == StateActive && starts == 2 })
+	waitState(t, s, "kubelet.service", func(st State, starts, _ int) bool { return st == StateActive && starts == 2 })
 	if out, code := s.systemctl([]string{"is-active", "kubelet"}); code != 0 || strings.TrimSpace(out) != "active" {
 		t.Errorf("is-active: %d %q", code, out)
 	}

@@ -14,7 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package host
+// Package systemd stands in for a simulated host's service manager: the
+// unit files a node's packages install and Ignition writes, started at boot
+// when enabled, supervised with their Restart= policy, and driven by
+// systemctl, whose calls reach it over a socket.
+package systemd
 
 import (
 	"bufio"
@@ -37,7 +41,7 @@ import (
 	"github.com/coreos/go-systemd/v22/unit"
 )
 
-// systemd stands in for the machine's service manager, for what a node needs
+// Manager stands in for the machine's service manager, for what a node needs
 // of it: the unit files the packages install (containerd's, kubelet's with
 // kubeadm's drop-in) and those Ignition writes, started at boot when enabled,
 // supervised with their Restart= policy, and driven by `systemctl` (kubeadm
@@ -46,7 +50,7 @@ import (
 // ExecStart prefixes, Type=simple/exec/notify/oneshot, RemainAfterExit=,
 // Restart=/RestartSec=, ConditionPathExists=. Each service's output goes to
 // <name>.log in the host's log directory, as journald would keep it.
-type systemd struct {
+type Manager struct {
 	log     func(format string, args ...any)
 	logFile func(name string) (*os.File, error)
 
@@ -58,24 +62,25 @@ type systemd struct {
 // unitDirs are searched in systemd's order: local configuration first.
 var unitDirs = []string{"/etc/systemd/system", "/run/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system"}
 
-// defaultPath is the PATH systemd gives services.
-const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// DefaultPath is the PATH systemd gives services (a host's boot takes it
+// too).
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// ServiceState is what `systemctl is-active` prints.
-type ServiceState string
+// State is what `systemctl is-active` prints.
+type State string
 
 const (
-	StateInactive   ServiceState = "inactive"
-	StateActivating ServiceState = "activating"
-	StateActive     ServiceState = "active"
-	StateFailed     ServiceState = "failed"
+	StateInactive   State = "inactive"
+	StateActivating State = "activating"
+	StateActive     State = "active"
+	StateFailed     State = "failed"
 )
 
 // service is one unit and its supervision.
 type service struct {
 	name    string
 	oneshot bool
-	state   ServiceState
+	state   State
 	// starts counts how often its main process started; failures how often
 	// it ended in failure; lastError is the end of its output when it did.
 	starts, failures int
@@ -91,12 +96,14 @@ type service struct {
 	kick chan struct{}
 }
 
-func newSystemd(logf func(string, ...any), logFile func(string) (*os.File, error)) *systemd {
-	return &systemd{log: logf, logFile: logFile, services: map[string]*service{}, enabled: map[string]bool{}}
+// New is a service manager that logs its own doings with logf and writes
+// each service's output to the file logFile opens for the service's name.
+func New(logf func(string, ...any), logFile func(string) (*os.File, error)) *Manager {
+	return &Manager{log: logf, logFile: logFile, services: map[string]*service{}, enabled: map[string]bool{}}
 }
 
 // Enable marks units to start at boot (what `systemctl enable` or a preset does).
-func (s *systemd) Enable(names ...string) {
+func (s *Manager) Enable(names ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range names {
@@ -105,7 +112,7 @@ func (s *systemd) Enable(names ...string) {
 }
 
 // EnablePresets enables the units a preset file enables (Ignition writes one).
-func (s *systemd) EnablePresets(path string) ([]string, error) {
+func (s *Manager) EnablePresets(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -194,7 +201,7 @@ func loadUnit(name string) (unitDefinition, error) {
 }
 
 // StartEnabled starts every enabled service, in name order; it does not wait.
-func (s *systemd) StartEnabled() {
+func (s *Manager) StartEnabled() {
 	s.mu.Lock()
 	var names []string
 	for n := range s.enabled {
@@ -213,7 +220,7 @@ func (s *systemd) StartEnabled() {
 
 // Start starts a service unless it runs; the returned channel closes when a
 // oneshot service finished (at once for others).
-func (s *systemd) Start(name string) (<-chan struct{}, error) {
+func (s *Manager) Start(name string) (<-chan struct{}, error) {
 	name = unitName(name)
 	u, err := loadUnit(name)
 	if err != nil {
@@ -241,7 +248,7 @@ func (s *systemd) Start(name string) (<-chan struct{}, error) {
 }
 
 // Stop stops a service and waits until its processes are gone.
-func (s *systemd) Stop(name string) {
+func (s *Manager) Stop(name string) {
 	s.mu.Lock()
 	sv := s.services[unitName(name)]
 	s.mu.Unlock()
@@ -253,7 +260,7 @@ func (s *systemd) Stop(name string) {
 }
 
 // Restart stops and starts a service.
-func (s *systemd) Restart(name string) error {
+func (s *Manager) Restart(name string) error {
 	s.Stop(name)
 	_, err := s.Start(name)
 	return err
@@ -261,7 +268,7 @@ func (s *systemd) Restart(name string) error {
 
 // Status returns a service's state, how often it started and failed, and
 // the end of its output when it last failed.
-func (s *systemd) Status(name string) (state ServiceState, starts, failures int, lastError string) {
+func (s *Manager) Status(name string) (state State, starts, failures int, lastError string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sv := s.services[unitName(name)]
@@ -273,7 +280,7 @@ func (s *systemd) Status(name string) (state ServiceState, starts, failures int,
 
 // Result waits for a oneshot service and returns how it ended; for other
 // services it waits until their main process started.
-func (s *systemd) Result(ctx context.Context, name string) error {
+func (s *Manager) Result(ctx context.Context, name string) error {
 	s.mu.Lock()
 	sv := s.services[unitName(name)]
 	s.mu.Unlock()
@@ -293,7 +300,7 @@ func (s *systemd) Result(ctx context.Context, name string) error {
 	return sv.result
 }
 
-func (s *systemd) setState(sv *service, st ServiceState) {
+func (s *Manager) setState(sv *service, st State) {
 	s.mu.Lock()
 	sv.state = st
 	s.mu.Unlock()
@@ -307,7 +314,7 @@ func unitName(n string) string {
 }
 
 // supervise runs a service until it is stopped or ends for good.
-func (s *systemd) supervise(ctx context.Context, sv *service, u unitDefinition) {
+func (s *Manager) supervise(ctx context.Context, sv *service, u unitDefinition) {
 	defer close(sv.done)
 	finishedOnce := sync.OnceFunc(func() { close(sv.finished) })
 	defer finishedOnce()
@@ -381,7 +388,7 @@ func workingDirectory(u unitDefinition) string {
 }
 
 // runOnce runs ExecStartPre, ExecStart and ExecStartPost once.
-func (s *systemd) runOnce(ctx context.Context, sv *service, u unitDefinition, typ string, out io.Writer, finished func()) error {
+func (s *Manager) runOnce(ctx context.Context, sv *service, u unitDefinition, typ string, out io.Writer, finished func()) error {
 	env, err := serviceEnv(u)
 	if err != nil {
 		return err
@@ -571,7 +578,7 @@ func serviceEnv(u unitDefinition) ([]string, error) {
 		}
 		vars[k] = v
 	}
-	set(defaultPath)
+	set("PATH=" + DefaultPath)
 	set("LANG=C.UTF-8")
 	for _, o := range u.opts {
 		if o.Section != "Service" {
