@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/workload"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 )
 
 // TestClusterClassCluster: a cluster from a ClusterClass, the way
@@ -51,9 +51,9 @@ import (
 // state nothing rolls out, before or after.
 func TestClusterClassCluster(t *testing.T) {
 	t.Parallel()
-	w := framework.NewClassCluster(t, framework.ClassClusterInput{
+	w := workload.NewClassCluster(t, workload.ClassClusterInput{
 		Stack: st, Name: "clusterclass", ControlPlaneReplicas: 3, ControlPlaneFormat: bootstrapv1.Ignition,
-		Workers: []stack.ClassWorkers{
+		Workers: []objects.ClassWorkers{
 			{Name: "md-cloud-config", Format: bootstrapv1.CloudConfig, Replicas: 1},
 			{Name: "md-ignition", Format: bootstrapv1.Ignition, Replicas: 1},
 			{Name: "md-raw", Format: bootstrapv1.Raw, Replicas: 1},
@@ -67,7 +67,7 @@ func TestClusterClassCluster(t *testing.T) {
 	w.ExpectNodes(machines)
 	w.ExpectEtcdMembers()
 	w.ExpectEachAPIServerWithItsEtcd(3)
-	w.ExpectConsumers(framework.Consumers)
+	w.ExpectConsumers(bootstrapv1.CloudConfig, bootstrapv1.Ignition, bootstrapv1.Raw)
 	want := map[string]bootstrapv1.Format{"": bootstrapv1.Ignition, "md-cloud-config": bootstrapv1.CloudConfig, "md-ignition": bootstrapv1.Ignition, "md-raw": bootstrapv1.Raw}
 	w.ExpectClassFormats(want)
 	w.ExpectNoKCPRollout(3, 2)
@@ -82,14 +82,14 @@ func TestClusterClassCluster(t *testing.T) {
 	// throughout.
 	avail := w.WatchAvailability()
 	w.ChangeTopology(func(topology *clusterv1.Topology) {
-		framework.SetVariable(&topology.Variables, stack.ControlPlaneFormatVariable, bootstrapv1.CloudConfig)
+		workload.SetVariable(&topology.Variables, objects.ControlPlaneFormatVariable, bootstrapv1.CloudConfig)
 		topology.ControlPlane.Metadata.Annotations = map[string]string{bootstrapv1.FormatAnnotation: string(bootstrapv1.Raw)}
 		for i := range topology.Workers.MachineDeployments {
 			if md := &topology.Workers.MachineDeployments[i]; md.Name == "md-cloud-config" {
-				framework.SetVariable(&md.Variables.Overrides, stack.WorkerFormatVariable, bootstrapv1.Raw)
+				workload.SetVariable(&md.Variables.Overrides, objects.WorkerFormatVariable, bootstrapv1.Raw)
 			}
 		}
-		framework.SetVariable(&topology.Workers.MachinePools[0].Variables.Overrides, stack.WorkerFormatVariable, bootstrapv1.Ignition)
+		workload.SetVariable(&topology.Workers.MachinePools[0].Variables.Overrides, objects.WorkerFormatVariable, bootstrapv1.Ignition)
 	})
 	w.WaitFor(time.Minute, "the MachinePool's data rendered again as Ignition", func() bool {
 		return w.PoolDataFormat(pool) == bootstrapv1.Ignition
@@ -123,8 +123,8 @@ func TestClusterClassCluster(t *testing.T) {
 		if i == len(instances)-1 {
 			wantWritten = string(bootstrapv1.Ignition)
 		}
-		if got := strings.TrimSpace(w.OnHost(in.Name, "sh", "-c", "cat "+stack.FormatPatchFile+" 2>/dev/null || echo none")); got != wantWritten {
-			t.Errorf("pool instance %s: %s holds %q, want %q", in.Name, stack.FormatPatchFile, got, wantWritten)
+		if got := strings.TrimSpace(w.OnHost(in.Name, "sh", "-c", "cat "+objects.FormatPatchFile+" 2>/dev/null || echo none")); got != wantWritten {
+			t.Errorf("pool instance %s: %s holds %q, want %q", in.Name, objects.FormatPatchFile, got, wantWritten)
 		}
 	}
 }
@@ -140,7 +140,7 @@ func TestClusterClassCluster(t *testing.T) {
 // operator would.
 func expectClassRefusals(t *testing.T) {
 	ctx := context.Background()
-	class := stack.Cluster{Namespace: "class-refusals", Name: "class-refusals"}
+	class := objects.Cluster{Namespace: "class-refusals", Name: "class-refusals"}
 	objects := append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: class.Namespace}}}, class.ClusterClassObjects()...)
 	for _, o := range objects {
 		if err := st.Client.Create(ctx, o); err != nil {
@@ -151,7 +151,7 @@ func expectClassRefusals(t *testing.T) {
 		_ = st.Client.DeleteAllOf(ctx, &clusterv1.Cluster{}, client.InNamespace(class.Namespace))
 		_ = st.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: class.Namespace}})
 	})
-	if err := stack.WaitForClusterClass(ctx, st.Client, class.Namespace, class.Name); err != nil {
+	if err := workload.WaitForClusterClass(ctx, st.Client, class.Namespace, class.Name); err != nil {
 		t.Fatal(err)
 	}
 	gated := class.ClassCluster(1, bootstrapv1.Ignition)

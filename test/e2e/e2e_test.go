@@ -25,8 +25,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
-
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
@@ -37,5 +35,5 @@ var st *stack.Stack
 var managerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true"}
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.Run(framework.RunInput{M: m, ManagerArgs: managerArgs, Setup: func(s *stack.Stack) { st = s }}))
+	os.Exit(stack.Run(stack.RunInput{M: m, ManagerArgs: managerArgs, Setup: func(s *stack.Stack) { st = s }}))
 }

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/workload"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
@@ -30,7 +30,7 @@ import (
 // own at steady state.
 func TestKCPCloudConfigScales(t *testing.T) {
 	t.Parallel()
-	kcpScales(t, kcpScalesInput{Name: "kcp-cloud-config", Format: bootstrapv1.CloudConfig, Consumer: "cloud-init", Remediate: true, ScaleDown: true})
+	kcpScales(t, kcpScalesInput{Name: "kcp-cloud-config", Format: bootstrapv1.CloudConfig, Remediate: true, ScaleDown: true})
 }
 
 // TestKCPRawScales: the same with raw control planes, chosen by the format
@@ -39,15 +39,13 @@ func TestKCPCloudConfigScales(t *testing.T) {
 // TestKCPCloudConfigScales proves it.
 func TestKCPRawScales(t *testing.T) {
 	t.Parallel()
-	kcpScales(t, kcpScalesInput{Name: "kcp-raw", Format: bootstrapv1.Raw, Consumer: "raw agent (pkg/rawagent)", SteadyResyncs: 2})
+	kcpScales(t, kcpScalesInput{Name: "kcp-raw", Format: bootstrapv1.Raw, SteadyResyncs: 2})
 }
 
 // kcpScalesInput says what kcpScales does.
 type kcpScalesInput struct {
 	Name   string
 	Format bootstrapv1.Format
-	// Consumer is what runs the machines' data.
-	Consumer string
 	// SteadyResyncs is how many of Cluster API's resyncs at 3 replicas are
 	// watched for a KubeadmControlPlane rollout (the format annotation's
 	// case: what KCP compares must be what it wrote).
@@ -60,11 +58,11 @@ type kcpScalesInput struct {
 
 // kcpScales scales a KubeadmControlPlane 1 → 3 (→ 1).
 func kcpScales(t *testing.T, in kcpScalesInput) {
-	w := framework.NewKCPCluster(t, framework.KCPClusterInput{Stack: st, Name: in.Name, Replicas: 1, Format: in.Format})
+	w := workload.NewKCPCluster(t, workload.KCPClusterInput{Stack: st, Name: in.Name, Replicas: 1, Format: in.Format})
 	machines := w.WaitForMachines(1, 5*time.Minute)
 	w.ExpectNodes(machines)
 	w.ExpectEtcdMembers()
-	w.ExpectConsumers(map[bootstrapv1.Format]string{in.Format: in.Consumer})
+	w.ExpectConsumers(in.Format)
 
 	w.ScaleKCP(3)
 	machines = w.WaitForMachines(3, 10*time.Minute)

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/workload"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,14 +38,14 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 )
 
 // TestCloudConfigCluster: one cloud-config control plane, two cloud-config
 // workers; cloud-init runs each machine's data, kubeadm inits and joins.
 func TestCloudConfigCluster(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
-	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "cloud-config"})
+	w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Name: "cloud-config"})
 	w.AddControlPlaneMachine("cloud-config-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "retired", Inactive: ptr.To(true)}, {Name: "ops", Passwd: "$6$rounds=4096$salt$hash"}}
 		s.GzipUserData = ptr.To(true) // cloud-init decompresses it itself
@@ -59,7 +59,7 @@ func TestCloudConfigCluster(t *testing.T) {
 	// up through CoreDNS and fetches from it across the lab network.
 	w.ExpectPodNetwork("cloud-config-cp-0", worker.Status.NodeRef.Name)
 	w.ExpectServicesRestarted(worker)
-	w.ExpectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init"})
+	w.ExpectConsumers(bootstrapv1.CloudConfig)
 	w.ExpectGzipped("cloud-config-cp-0", func(v []byte) bool { return bytes.HasPrefix(v, []byte{0x1f, 0x8b}) })
 	// What cloud-init made of the users (shadow(5): field 2 the password,
 	// "!" first when locked; field 8 the account's expiry in days).
@@ -88,7 +88,7 @@ func TestCloudConfigCluster(t *testing.T) {
 func TestIgnitionCluster(t *testing.T) {
 	t.Run("gate off: denied", func(t *testing.T) {
 		withManagerArgs(t, "--feature-gates=KubeadmBootstrapFormatRaw=true")
-		c := stack.Cluster{Namespace: "default", Name: "gate-off"}
+		c := objects.Cluster{Namespace: "default", Name: "gate-off"}
 		err := st.Client.Create(context.Background(), c.KubeadmConfigTemplate("ignition-gate-off", bootstrapv1.Ignition))
 		if err == nil || !strings.Contains(err.Error(), "KubeadmBootstrapFormatIgnition") {
 			t.Fatalf("creating an ignition template with the gate off: %v, want a denial naming the gate", err)
@@ -96,7 +96,7 @@ func TestIgnitionCluster(t *testing.T) {
 		t.Logf("denied: %v", err)
 		expectClassRefusals(t)
 	})
-	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "ignition"})
+	w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Name: "ignition"})
 	w.AddControlPlaneMachine("ignition-cp-0", bootstrapv1.Ignition, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.Users = []upstreambootstrapv1.User{{Name: "jane.doe", Sudo: "ALL=(ALL) NOPASSWD:ALL"}}
 		s.GzipUserData = ptr.To(true) // Ignition replaces the config with the gzip-compressed one
@@ -105,7 +105,7 @@ func TestIgnitionCluster(t *testing.T) {
 	w.AddMachineDeployment("ignition-md", bootstrapv1.Ignition, 2, 0)
 	machines := w.WaitForMachines(3, 5*time.Minute)
 	w.ExpectNodes(machines)
-	w.ExpectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Ignition: "ignition"})
+	w.ExpectConsumers(bootstrapv1.Ignition)
 	w.ExpectGzipped("ignition-cp-0", func(v []byte) bool { return bytes.Contains(v, []byte(`"compression":"gzip"`)) })
 	// Ignition created the user and a sudoers drop-in sudo reads (no "." in
 	// its name); kubeadm's configuration, which holds the token, is gone.
@@ -132,11 +132,11 @@ func TestIgnitionCluster(t *testing.T) {
 // workload cluster once every machine joined.
 func TestRawClusterScales(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
-	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "raw"})
+	w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Name: "raw"})
 	w.AddControlPlaneMachine("raw-cp-0", bootstrapv1.Raw)
 	w.AddMachineDeployment("raw-md", bootstrapv1.Raw, 2, 0)
 	w.ExpectNodes(w.WaitForMachines(3, 5*time.Minute))
-	w.ExpectConsumers(map[bootstrapv1.Format]string{bootstrapv1.Raw: "raw agent (pkg/rawagent)"})
+	w.ExpectConsumers(bootstrapv1.Raw)
 	w.Scale("raw-md", 5)
 	w.ExpectNodes(w.WaitForMachines(6, 5*time.Minute))
 	w.Scale("raw-md", 1)
@@ -148,16 +148,14 @@ func TestRawClusterScales(t *testing.T) {
 // Ignition MachineDeployment in the same cluster.
 func TestMixedFormats(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
-	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "mixed"})
+	w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Name: "mixed"})
 	w.AddControlPlaneMachine("mixed-cp-0", bootstrapv1.CloudConfig)
 	w.AddMachineDeployment("mixed-raw", bootstrapv1.Raw, 1, 0)
 	w.AddMachineDeployment("mixed-ignition", bootstrapv1.Ignition, 1, 0)
 	w.ExpectNodes(w.WaitForMachines(3, 5*time.Minute))
 	// Between the nodes of the other two formats.
 	w.ExpectPodNetwork(w.WorkerMachine("mixed-raw").Status.NodeRef.Name, w.WorkerMachine("mixed-ignition").Status.NodeRef.Name)
-	w.ExpectConsumers(map[bootstrapv1.Format]string{
-		bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Raw: "raw agent (pkg/rawagent)", bootstrapv1.Ignition: "ignition",
-	})
+	w.ExpectConsumers(bootstrapv1.CloudConfig, bootstrapv1.Raw, bootstrapv1.Ignition)
 	w.ExpectNothingLeftBehind(3)
 }
 
@@ -167,13 +165,13 @@ func TestMixedFormats(t *testing.T) {
 func TestRolloutToAnotherFormat(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	ctx := context.Background()
-	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "rollout"})
+	w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Name: "rollout"})
 	w.AddControlPlaneMachine("rollout-cp-0", bootstrapv1.CloudConfig)
 	w.AddMachineDeployment("rollout-md", bootstrapv1.CloudConfig, 2, 0)
 	w.ExpectNodes(w.WaitForMachines(3, 5*time.Minute))
 	old := w.WorkerData()
 
-	w.Create(w.KubeadmConfigTemplate("rollout-raw", bootstrapv1.Raw))
+	w.Create(w.Objects.KubeadmConfigTemplate("rollout-raw", bootstrapv1.Raw))
 	md := &clusterv1.MachineDeployment{}
 	if err := w.Client().Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "rollout-md"}, md); err != nil {
 		t.Fatal(err)
@@ -209,7 +207,7 @@ func TestRolloutToAnotherFormat(t *testing.T) {
 			t.Errorf("old machine %s is still there", name)
 		}
 	}
-	w.ExpectConsumers(map[bootstrapv1.Format]string{bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Raw: "raw agent (pkg/rawagent)"})
+	w.ExpectConsumers(bootstrapv1.CloudConfig, bootstrapv1.Raw)
 	w.ExpectNothingLeftBehind(3)
 }
 
@@ -218,7 +216,7 @@ func TestRolloutToAnotherFormat(t *testing.T) {
 // member, API server, controller manager and scheduler.
 func TestSecondControlPlane(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
-	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: "ha"})
+	w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Name: "ha"})
 	w.AddControlPlaneMachine("ha-cp-0", bootstrapv1.CloudConfig)
 	w.ExpectNodes(w.WaitForMachines(1, 5*time.Minute))
 	w.AddControlPlaneMachine("ha-cp-1", bootstrapv1.Raw)
@@ -262,7 +260,7 @@ func withRootProbe(s *bootstrapv1.KubeadmConfigSpec) {
 // expectRootProbe checks that the machine's consumer ran the probe from "/"
 // and that the host's "/" is its own: nothing the probe wrote is on this
 // machine's root.
-func expectRootProbe(t *testing.T, w *framework.WorkloadCluster, machine string) {
+func expectRootProbe(t *testing.T, w *workload.Cluster, machine string) {
 	t.Helper()
 	if out := strings.TrimSpace(w.OnHost(machine, "cat", rootProbeOut)); out != "/" {
 		t.Errorf("%s ran in %q, want /", rootProbe, out)
@@ -277,7 +275,7 @@ func expectRootProbe(t *testing.T, w *framework.WorkloadCluster, machine string)
 // expectManagementReachable checks that a host reaches the management API
 // server at the address kube-public/cluster-info publishes, as machines of a
 // real management cluster's workload clusters can.
-func expectManagementReachable(t *testing.T, w *framework.WorkloadCluster, machine string) {
+func expectManagementReachable(t *testing.T, w *workload.Cluster, machine string) {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
 	if err := st.Client.Get(context.Background(), client.ObjectKey{Namespace: metav1.NamespacePublic, Name: "cluster-info"}, cm); err != nil {

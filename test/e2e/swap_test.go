@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/workload"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
@@ -56,7 +56,7 @@ func TestSwapAndMoveLive(t *testing.T) {
 		slowBoot = 100 * time.Second
 	)
 	ttlArgs := append([]string{"--bootstrap-token-ttl=" + ttl.String()}, managerArgs...)
-	home := framework.StartManagement(t, framework.ManagementInput{Stack: st, Name: "swap-home", ManagerArgs: managerArgs})
+	home := workload.StartManagement(t, workload.ManagementInput{Stack: st, Name: "swap-home", ManagerArgs: managerArgs})
 	// clusterctl move's target, started meanwhile.
 	targetUp := make(chan *stack.Management, 1)
 	go func() {
@@ -85,11 +85,11 @@ func TestSwapAndMoveLive(t *testing.T) {
 		t.Fatalf("installing upstream's provider: %v", err)
 	}
 
-	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Management: home, Name: "swap"})
+	w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Management: home, Name: "swap"})
 	sc := swapScenario{t: t, w: w, tokens: w.WatchSpecTokens(), pool: "swap-pool", md: "swap-slow", rotation: 3 * ttl}
 	w.AddControlPlaneMachine("swap-cp-0", bootstrapv1.CloudConfig)
 	w.AddMachineDeployment(sc.md, bootstrapv1.CloudConfig, 1, slowBoot)
-	w.Create(w.MachinePool(sc.pool, bootstrapv1.CloudConfig, 1)...)
+	w.Create(w.Objects.MachinePool(sc.pool, bootstrapv1.CloudConfig, 1)...)
 	w.WaitForPools(map[string]bootstrapv1.Format{sc.pool: bootstrapv1.CloudConfig}, 1, 5*time.Minute)
 	w.ExpectMadeByUpstream()
 
@@ -121,8 +121,8 @@ func TestSwapAndMoveLive(t *testing.T) {
 // MachinePool, whose provider is swapped.
 type swapScenario struct {
 	t        *testing.T
-	w        *framework.WorkloadCluster
-	tokens   *framework.SpecTokens
+	w        *workload.Cluster
+	tokens   *workload.SpecTokens
 	pool, md string
 	rotation time.Duration // within which the pool's token rotates
 	machines map[string]string

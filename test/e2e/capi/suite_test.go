@@ -39,7 +39,6 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	e2eframework "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
@@ -57,7 +56,7 @@ var (
 
 	// shared is the stack, in the first parallel process only, and
 	// releasesDir where its releases were built.
-	shared      *e2eframework.Shared
+	shared      *stack.Shared
 	releasesDir string
 )
 
@@ -76,7 +75,7 @@ var managerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,
 // TestMain runs the suite with no stack: the first of the suite's parallel
 // processes starts it (SynchronizedBeforeSuite) and every process shares it.
 func TestMain(m *testing.M) {
-	if !e2eframework.Enter() {
+	if !stack.Enter() {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -118,7 +117,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	releasesDir, err = os.MkdirTemp("", "releases-")
 	Expect(err).NotTo(HaveOccurred())
 	rel, opts := suiteReleases()
-	shared, err = e2eframework.StartShared(opts)
+	shared, err = stack.StartShared(opts)
 	Expect(err).NotTo(HaveOccurred())
 	folder, err := filepath.Abs(artifactFolder)
 	Expect(err).NotTo(HaveOccurred())

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
@@ -46,7 +47,7 @@ const managementBootTimeout = 5 * time.Minute
 // returns the path of its admin kubeconfig once the node is Ready.
 func bootManagementCluster(ctx context.Context, s *stack.Stack, dir string, p *progress) (string, error) {
 	p.sayf("booting the management cluster: a one-node kubeadm cluster on a lab host, where the quick start runs kind")
-	c := stack.Cluster{Namespace: "lab", Name: "management"}
+	c := objects.Cluster{Namespace: "lab", Name: "management"}
 	objects := append(c.Base(), c.ControlPlaneMachine(c.Name+"-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.InitConfiguration.NodeRegistration.Taints = ptr.To([]corev1.Taint{})
 	})...)

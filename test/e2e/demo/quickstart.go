@@ -38,6 +38,7 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/capi/flavors"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
@@ -121,7 +122,7 @@ To follow along in a second terminal (as root):
 	}
 	err = q.command(ctx, []string{flavors.FormatVariable + "=" + string(q.set.format)}, manifest,
 		"clusterctl", "generate", "cluster", clusterName, "--config", clusterctlConfig, "--flavor", flavors.FormatsFlavor,
-		"--kubernetes-version", stack.KubernetesVersion, "--control-plane-machine-count", replicas, "--worker-machine-count", "1")
+		"--kubernetes-version", objects.KubernetesVersion, "--control-plane-machine-count", replicas, "--worker-machine-count", "1")
 	if cerr := manifest.Close(); err == nil {
 		err = cerr
 	}

@@ -39,8 +39,8 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/workload"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
@@ -78,7 +78,7 @@ func TestClusterctlInit(t *testing.T) {
 // initProviders runs clusterctl init with every provider, the kubeadm
 // bootstrap provider at bootstrapVersion (this one's or upstream's), and
 // waits until each is Available.
-func initProviders(t *testing.T, w *framework.WorkloadCluster, kubeconfig, config, bootstrapVersion string) {
+func initProviders(t *testing.T, w *workload.Cluster, kubeconfig, config, bootstrapVersion string) {
 	t.Helper()
 	capi := testbin.Versions["CLUSTER_API_VERSION"]
 	mustClusterctl(t, w, "init", "--kubeconfig", kubeconfig, "--config", config,
@@ -90,10 +90,10 @@ func initProviders(t *testing.T, w *framework.WorkloadCluster, kubeconfig, confi
 // managementCluster boots a one-node kubeadm cluster from the management
 // machine image. Its control-plane node keeps no taint, as a kind cluster's
 // does in Cluster API's quick start, so cert-manager's Pods run there too.
-func managementCluster(t *testing.T, name string) *framework.WorkloadCluster {
+func managementCluster(t *testing.T, name string) *workload.Cluster {
 	t.Helper()
-	w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: name})
-	objects := w.ControlPlaneMachine(name+"-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
+	w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Name: name})
+	objects := w.Objects.ControlPlaneMachine(name+"-cp-0", bootstrapv1.CloudConfig, func(s *bootstrapv1.KubeadmConfigSpec) {
 		s.InitConfiguration.NodeRegistration.Taints = ptr.To([]corev1.Taint{})
 	})
 	for _, o := range objects {
@@ -146,7 +146,7 @@ func clusterctl(t *testing.T, args ...string) (string, error) {
 
 // mustClusterctl is clusterctl that ends the test when clusterctl fails,
 // with an account of the providers' Pods.
-func mustClusterctl(t *testing.T, w *framework.WorkloadCluster, args ...string) string {
+func mustClusterctl(t *testing.T, w *workload.Cluster, args ...string) string {
 	t.Helper()
 	out, err := clusterctl(t, args...)
 	if err != nil {
@@ -191,7 +191,7 @@ func whyNotRunning(cs kubernetes.Interface) string {
 // expectStartFailureExplained rolls the manager's Deployment to an image
 // tag no node has and no registry serves: the new Pod cannot start, and
 // what users read (its waiting reason, the events) names the image.
-func expectStartFailureExplained(t *testing.T, w *framework.WorkloadCluster) {
+func expectStartFailureExplained(t *testing.T, w *workload.Cluster) {
 	cs := w.WorkloadClient()
 	ctx := context.Background()
 	d, err := cs.AppsV1().Deployments(ourNamespace).Get(ctx, ourDeployment, metav1.GetOptions{})
@@ -211,7 +211,7 @@ func expectStartFailureExplained(t *testing.T, w *framework.WorkloadCluster) {
 	t.Logf("why the manager does not start:\n%s", why)
 }
 
-func managementClient(t *testing.T, w *framework.WorkloadCluster) client.Client {
+func managementClient(t *testing.T, w *workload.Cluster) client.Client {
 	t.Helper()
 	c, err := client.New(w.RestConfig(), client.Options{Scheme: st.Scheme})
 	if err != nil {
@@ -281,7 +281,7 @@ func ourPods(t *testing.T, cs kubernetes.Interface) []corev1.Pod {
 // ServiceAccount may not read /metrics (403); served to one that may, with
 // the Go runtime's memory limit at the container's limit (GOMEMLIMIT from
 // the Deployment's resourceFieldRef).
-func expectSecuredMetrics(t *testing.T, w *framework.WorkloadCluster) {
+func expectSecuredMetrics(t *testing.T, w *workload.Cluster) {
 	cs := w.WorkloadClient()
 	pods := ourPods(t, cs)
 	if len(pods) != 1 || pods[0].Status.PodIP == "" {
@@ -310,7 +310,7 @@ func expectSecuredMetrics(t *testing.T, w *framework.WorkloadCluster) {
 }
 
 // scrape asks url from the node with curl, as a token's bearer.
-func scrape(t *testing.T, w *framework.WorkloadCluster, node, url, token string) (code, body string) {
+func scrape(t *testing.T, w *workload.Cluster, node, url, token string) (code, body string) {
 	t.Helper()
 	args := []string{"curl", "-sk", "--max-time", "20", "-w", "\n%{http_code}", url}
 	if token != "" {
@@ -371,7 +371,7 @@ func serviceAccountToken(t *testing.T, cs kubernetes.Interface, name string, may
 // expectLeaderTakeover runs the manager with two replicas, as an HA
 // management cluster would, kills the leader's Pod, and waits until the
 // other replica, or the Pod that replaces the killed one, holds the lease.
-func expectLeaderTakeover(t *testing.T, w *framework.WorkloadCluster) {
+func expectLeaderTakeover(t *testing.T, w *workload.Cluster) {
 	cs := w.WorkloadClient()
 	ctx := context.Background()
 	scale, err := cs.AppsV1().Deployments(ourNamespace).GetScale(ctx, ourDeployment, metav1.GetOptions{})

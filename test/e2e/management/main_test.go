@@ -20,7 +20,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
@@ -34,10 +33,10 @@ var (
 )
 
 // TestMain builds the releases only in the test process: every host
-// re-executes this binary and never returns from framework.Run.
+// re-executes this binary and never returns from stack.Run.
 func TestMain(m *testing.M) {
 	var dir string
-	code := framework.Run(framework.RunInput{M: m, MachineImages: func() (map[string][]host.ImageArchive, error) {
+	code := stack.Run(stack.RunInput{M: m, MachineImages: func() (map[string][]host.ImageArchive, error) {
 		var err error
 		if dir, err = os.MkdirTemp("", "releases-"); err != nil {
 			return nil, err

@@ -30,9 +30,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/workload"
 )
 
 // TestSwapByClusterctl swaps a management cluster's kubeadm bootstrap
@@ -51,7 +51,7 @@ func TestSwapByClusterctl(t *testing.T) {
 	c := managementClient(t, w)
 
 	workload := mustClusterctl(t, w, "generate", "cluster", "swap-workload", "--kubeconfig", kubeconfig, "--config", config,
-		"--infrastructure", "simulated:"+releases.SimulatedVersion, "--kubernetes-version", stack.KubernetesVersion,
+		"--infrastructure", "simulated:"+releases.SimulatedVersion, "--kubernetes-version", objects.KubernetesVersion,
 		"--control-plane-machine-count", "1", "--worker-machine-count", "1", "--target-namespace", "default")
 	manifest := filepath.Join(t.TempDir(), "swap-workload.yaml")
 	if err := os.WriteFile(manifest, []byte(workload), 0o600); err != nil {
@@ -92,7 +92,7 @@ func expectBootstrapImage(t *testing.T, c client.Client, image string) {
 // swapBootstrapProvider removes the kubeadm bootstrap provider, keeping its
 // CRDs and objects, and installs version in its place, as the swap guide
 // says.
-func swapBootstrapProvider(t *testing.T, w *framework.WorkloadCluster, kubeconfig, config, version string) {
+func swapBootstrapProvider(t *testing.T, w *workload.Cluster, kubeconfig, config, version string) {
 	t.Helper()
 	start := time.Now()
 	mustClusterctl(t, w, "delete", "--kubeconfig", kubeconfig, "--config", config, "--bootstrap", "kubeadm")

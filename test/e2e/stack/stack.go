@@ -20,7 +20,9 @@ limitations under the License.
 // provider in this process, this provider's manager as its own process (the
 // binary that ships, with its real flags), and a Lab of simulated hosts that
 // run the bootstrap data. The e2e tests and the demo share it; a test can
-// start more management clusters over the same Lab.
+// start more management clusters over the same Lab. An e2e package's
+// TestMain is Run: it starts the stack, runs the tests, stops it and checks
+// that nothing is left on this machine.
 package stack
 
 import (

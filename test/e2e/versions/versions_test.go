@@ -31,8 +31,8 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/framework"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/workload"
 )
 
 // st is the stack the package's tests share.
@@ -55,7 +55,7 @@ func minorOf(version string) string {
 var ends = []testbin.Release{testbin.OldestRelease(), testbin.NewestRelease()}
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.Run(framework.RunInput{M: m, OtherReleases: ends, Setup: func(s *stack.Stack) { st = s }}))
+	os.Exit(stack.Run(stack.RunInput{M: m, OtherReleases: ends, Setup: func(s *stack.Stack) { st = s }}))
 }
 
 // TestRangeEndsBoot: for the oldest and the newest supported minor, a
@@ -68,9 +68,9 @@ func TestRangeEndsBoot(t *testing.T) {
 		t.Run(r.Kubernetes, func(t *testing.T) {
 			t.Parallel()
 			name := "k8s-" + strings.ReplaceAll(strings.TrimPrefix(r.Kubernetes, "v"), ".", "-")
-			w := framework.NewCluster(t, framework.ClusterInput{Stack: st, Name: name, Version: r.Kubernetes,
-				Objects: func(w *framework.WorkloadCluster) []client.Object {
-					objects := w.KCPBase(1, bootstrapv1.CloudConfig)
+			w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Name: name, Version: r.Kubernetes,
+				Objects: func(w *workload.Cluster) []client.Object {
+					objects := w.Objects.KCPBase(1, bootstrapv1.CloudConfig)
 					for _, o := range objects {
 						if kcp, ok := o.(*controlplanev1.KubeadmControlPlane); ok {
 							init := &kcp.Spec.KubeadmConfigSpec.InitConfiguration.NodeRegistration

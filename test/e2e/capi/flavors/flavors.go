@@ -42,8 +42,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
@@ -52,7 +52,7 @@ import (
 // formats it is written in, every one when empty.
 type flavor struct {
 	name    string
-	objects func(c stack.Cluster, f bootstrapv1.Format) []client.Object
+	objects func(c objects.Cluster, f bootstrapv1.Format) []client.Object
 	formats []bootstrapv1.Format
 }
 
@@ -101,19 +101,19 @@ const FormatVariable = "BOOTSTRAP_FORMAT"
 
 // cluster is every template's cluster: clusterctl names it and puts it in
 // the target namespace.
-var cluster = stack.Cluster{Name: "${CLUSTER_NAME}"}
+var cluster = objects.Cluster{Name: "${CLUSTER_NAME}"}
 
 // quickStart is upstream's quick start on simulated hosts: a
 // KubeadmControlPlane and one MachineDeployment, both in the format.
-func quickStart(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+func quickStart(c objects.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := c.KCPBase(controlPlaneReplicas, f)
 	return append(objects, c.Workers(c.Name+"-md-0", f, workerReplicas, 0)...)
 }
 
 // quickStartTopology is the quick start as a Cluster of the quick-start
 // ClusterClass: control plane and one MachineDeployment in the format.
-func quickStartTopology(c stack.Cluster, f bootstrapv1.Format) []client.Object {
-	cl := c.ClassCluster(controlPlaneReplicas, f, stack.ClassWorkers{Name: "md-0", Format: f, Replicas: workerReplicas})
+func quickStartTopology(c objects.Cluster, f bootstrapv1.Format) []client.Object {
+	cl := c.ClassCluster(controlPlaneReplicas, f, objects.ClassWorkers{Name: "md-0", Format: f, Replicas: workerReplicas})
 	cl.Spec.Topology.ClassRef.Name = quickStartClass
 	return []client.Object{cl}
 }
@@ -122,8 +122,8 @@ func quickStartTopology(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 // ClusterClass in the format FormatVariable says. The control plane takes it
 // by the format annotation, which admits every format (the class's variable
 // has no raw: KCP's format has none), the workers by their variable.
-func formatsTopology(c stack.Cluster, _ bootstrapv1.Format) []client.Object {
-	cl := c.ClassCluster(controlPlaneReplicas, bootstrapv1.Raw, stack.ClassWorkers{Name: "md-0", Format: formatSentinel, Replicas: workerReplicas})
+func formatsTopology(c objects.Cluster, _ bootstrapv1.Format) []client.Object {
+	cl := c.ClassCluster(controlPlaneReplicas, bootstrapv1.Raw, objects.ClassWorkers{Name: "md-0", Format: formatSentinel, Replicas: workerReplicas})
 	cl.Spec.Topology.ClassRef.Name = quickStartClass
 	cl.Spec.Topology.ControlPlane.Metadata.Annotations[bootstrapv1.FormatAnnotation] = formatSentinel
 	return []client.Object{cl}
@@ -132,7 +132,7 @@ func formatsTopology(c stack.Cluster, _ bootstrapv1.Format) []client.Object {
 // selfHosted is the quick start on hosts that boot from the management
 // machine image, which carries every provider's image: clusterctl init can
 // make the cluster a management cluster with no registry to pull from.
-func selfHosted(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+func selfHosted(c objects.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := quickStart(c, f)
 	for _, o := range objects {
 		if t, ok := o.(*infrav1.SimulatedMachineTemplate); ok {
@@ -147,7 +147,7 @@ func selfHosted(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 // adopts it (kcp-adoption.step2). The Machine's KubeadmConfig asks for the
 // format the way KCP's copy would: by the format annotation for ignition and
 // raw, spec unchanged, so that KCP finds it up to date.
-func kcpAdoption(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+func kcpAdoption(c objects.Cluster, f bootstrapv1.Format) []client.Object {
 	base := c.Base()
 	machine := c.ControlPlaneMachine(c.Name+"-control-plane-0", "")
 	step1 := append([]client.Object{only[*infrav1.SimulatedCluster](base), only[*clusterv1.Cluster](base)}, machine...)
@@ -172,14 +172,14 @@ func kcpAdoption(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 
 // machinePool is the quick start's control plane with a MachinePool of
 // workers instead of a MachineDeployment.
-func machinePool(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+func machinePool(c objects.Cluster, f bootstrapv1.Format) []client.Object {
 	return append(c.KCPBase(controlPlaneReplicas, f), c.MachinePool(c.Name+"-mp-0", f, workerReplicas)...)
 }
 
 // upgrades is upstream's upgrades flavor on simulated hosts: the quick start
 // with a MachinePool beside its MachineDeployment, so that the upgrade spec
 // rolls every kind of machine.
-func upgrades(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+func upgrades(c objects.Cluster, f bootstrapv1.Format) []client.Object {
 	return append(quickStart(c, f), c.MachinePool(c.Name+"-mp-0", f, workerReplicas)...)
 }
 
@@ -193,7 +193,7 @@ const (
 
 // mdRemediation is the quick start whose workers a MachineHealthCheck
 // remediates when their Node reports the remediation condition False.
-func mdRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+func mdRemediation(c objects.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := quickStart(c, f)
 	md := only[*clusterv1.MachineDeployment](objects)
 	md.Spec.Template.Labels[remediationLabel] = ""
@@ -204,7 +204,7 @@ func mdRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 // specs: the machines selector matches are unhealthy once their Node has
 // reported the remediation condition False for 10s, and every one of them
 // may be remediated.
-func remediationCheck(c stack.Cluster, selector map[string]string) *clusterv1.MachineHealthCheck {
+func remediationCheck(c objects.Cluster, selector map[string]string) *clusterv1.MachineHealthCheck {
 	return &clusterv1.MachineHealthCheck{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-mhc-0", Labels: map[string]string{clusterv1.ClusterNameLabel: c.Name}},
 		Spec: clusterv1.MachineHealthCheckSpec{
@@ -235,7 +235,7 @@ var preExistingTaints = []clusterv1.MachineTaint{
 
 // kcpMDTaints is the quick start whose control plane and workers carry
 // preExistingTaints, for the spec that changes them in place.
-func kcpMDTaints(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+func kcpMDTaints(c objects.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := quickStart(c, f)
 	only[*controlplanev1.KubeadmControlPlane](objects).Spec.MachineTemplate.Spec.Taints = slices.Clone(preExistingTaints)
 	only[*clusterv1.MachineDeployment](objects).Spec.Template.Spec.Taints = slices.Clone(preExistingTaints)
@@ -244,7 +244,7 @@ func kcpMDTaints(c stack.Cluster, f bootstrapv1.Format) []client.Object {
 
 // topologyTaints is the ClusterClass quick start whose control plane and
 // workers carry preExistingTaints in the Cluster's topology.
-func topologyTaints(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+func topologyTaints(c objects.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := quickStartTopology(c, f)
 	topology := &only[*clusterv1.Cluster](objects).Spec.Topology
 	topology.ControlPlane.Taints = slices.Clone(preExistingTaints)
@@ -274,7 +274,7 @@ curl -k -s -H "Authorization: Bearer $token" -X PATCH -H "Content-Type: applicat
 // workers, and a MachineHealthCheck over the control-plane machines the spec
 // labels mhc-test: fail, which remediates a machine with no Node after 30s
 // or whose Node reports the remediation condition False.
-func kcpRemediation(c stack.Cluster, f bootstrapv1.Format) []client.Object {
+func kcpRemediation(c objects.Cluster, f bootstrapv1.Format) []client.Object {
 	objects := quickStart(c, f)
 	spec := &only[*controlplanev1.KubeadmControlPlane](objects).Spec.KubeadmConfigSpec
 	spec.Files = append(spec.Files, upstreambootstrapv1.File{Path: "/wait-signal.sh", Content: waitSignal, Permissions: "0777"})
@@ -316,7 +316,7 @@ func label(objects []client.Object, key string) {
 var variables = strings.NewReplacer(
 	fmt.Sprintf("replicas: %d", controlPlaneReplicas), "replicas: ${CONTROL_PLANE_MACHINE_COUNT}",
 	fmt.Sprintf("replicas: %d", workerReplicas), "replicas: ${WORKER_MACHINE_COUNT}",
-	"version: "+stack.KubernetesVersion, "version: ${KUBERNETES_VERSION}",
+	"version: "+objects.KubernetesVersion, "version: ${KUBERNETES_VERSION}",
 	formatSentinel, "${"+FormatVariable+":=cloud-config}",
 )
 
@@ -348,7 +348,7 @@ func Files() (map[string][]byte, error) {
 	}
 	for _, class := range classes {
 		name := "clusterclass-" + class + ".yaml"
-		data, err := template(scheme, stack.Cluster{Name: class}.ClusterClassObjects())
+		data, err := template(scheme, objects.Cluster{Name: class}.ClusterClassObjects())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

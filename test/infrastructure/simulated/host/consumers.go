@@ -36,16 +36,32 @@ type consumer interface {
 	run(ctx context.Context, m *machine) error
 }
 
+// consumers is the one map of each format to what runs its data on a host;
+// data without a format key is cloud-config, as Cluster API's contract says.
+var consumers = map[bootstrapv1.Format]consumer{
+	bootstrapv1.CloudConfig: cloudInit{},
+	bootstrapv1.Ignition:    ignition{},
+	bootstrapv1.Raw:         rawAgent{},
+}
+
 func consumerFor(format string) (consumer, error) {
-	switch format {
-	case "cloud-config", "":
-		return cloudInit{}, nil
-	case "ignition":
-		return ignition{}, nil
-	case "raw":
-		return rawAgent{}, nil
+	if format == "" {
+		format = string(bootstrapv1.CloudConfig)
 	}
-	return nil, fmt.Errorf("no consumer for bootstrap format %q", format)
+	c, ok := consumers[bootstrapv1.Format(format)]
+	if !ok {
+		return nil, fmt.Errorf("no consumer for bootstrap format %q", format)
+	}
+	return c, nil
+}
+
+// ConsumerName is the name a host reports (its status's consumer) once it
+// ran data of format; "" for a format no consumer runs.
+func ConsumerName(format bootstrapv1.Format) string {
+	if c, ok := consumers[format]; ok {
+		return c.name()
+	}
+	return ""
 }
 
 // cloudInit is Debian's cloud-init with a NoCloud seed: its own init, config

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package framework
+package workload
 
 import (
 	"bytes"
@@ -59,13 +59,13 @@ type KCPClusterInput struct {
 }
 
 // NewKCPCluster is NewCluster with a KubeadmControlPlane.
-func NewKCPCluster(t testing.TB, in KCPClusterInput) *WorkloadCluster {
+func NewKCPCluster(t testing.TB, in KCPClusterInput) *Cluster {
 	t.Helper()
-	return NewCluster(t, ClusterInput{Stack: in.Stack, Name: in.Name, Objects: func(w *WorkloadCluster) []client.Object { return w.KCPBase(in.Replicas, in.Format) }})
+	return NewCluster(t, ClusterInput{Stack: in.Stack, Name: in.Name, Objects: func(w *Cluster) []client.Object { return w.Objects.KCPBase(in.Replicas, in.Format) }})
 }
 
 // KCP is the cluster's KubeadmControlPlane.
-func (w *WorkloadCluster) KCP() *controlplanev1.KubeadmControlPlane {
+func (w *Cluster) KCP() *controlplanev1.KubeadmControlPlane {
 	w.t.Helper()
 	// The Cluster names it: a ClusterClass's topology names it itself.
 	cluster := &clusterv1.Cluster{}
@@ -80,7 +80,7 @@ func (w *WorkloadCluster) KCP() *controlplanev1.KubeadmControlPlane {
 }
 
 // ScaleKCP sets the KubeadmControlPlane's replicas.
-func (w *WorkloadCluster) ScaleKCP(replicas int32) {
+func (w *Cluster) ScaleKCP(replicas int32) {
 	w.t.Helper()
 	kcp := w.KCP()
 	patch := client.MergeFrom(kcp.DeepCopy())
@@ -94,7 +94,7 @@ func (w *WorkloadCluster) ScaleKCP(replicas int32) {
 // ExpectRendered checks that every control-plane Machine's data secret was
 // rendered in format (its format key), while KCP's KubeadmConfigs keep the
 // spec KCP wrote.
-func (w *WorkloadCluster) ExpectRendered(format bootstrapv1.Format) {
+func (w *Cluster) ExpectRendered(format bootstrapv1.Format) {
 	w.t.Helper()
 	ctx := context.Background()
 	var configs bootstrapv1.KubeadmConfigList
@@ -120,7 +120,7 @@ func (w *WorkloadCluster) ExpectRendered(format bootstrapv1.Format) {
 // checks that KubeadmControlPlane considers every machine up to date and
 // replaced none: what it wrote into each KubeadmConfig is still what it
 // wants there, after this provider's admission and defaulting.
-func (w *WorkloadCluster) ExpectNoKCPRollout(replicas int32, resyncs int) {
+func (w *Cluster) ExpectNoKCPRollout(replicas int32, resyncs int) {
 	w.t.Helper()
 	names := func() []string {
 		var machines clusterv1.MachineList
@@ -156,7 +156,7 @@ func (w *WorkloadCluster) ExpectNoKCPRollout(replicas int32, resyncs int) {
 // the node turns Unknown, the check marks its Machine, KubeadmControlPlane
 // removes the Machine and its etcd member and joins a replacement rendered
 // in format; the cluster ends with three nodes and three etcd members.
-func (w *WorkloadCluster) ExpectRemediation(format bootstrapv1.Format, machines []clusterv1.Machine) {
+func (w *Cluster) ExpectRemediation(format bootstrapv1.Format, machines []clusterv1.Machine) {
 	w.t.Helper()
 	ctx := context.Background()
 	mhc := &clusterv1.MachineHealthCheck{
@@ -244,7 +244,7 @@ func (w *WorkloadCluster) ExpectRemediation(format bootstrapv1.Format, machines 
 // nodes, asking etcd itself (its members list, through its gRPC gateway on
 // a control-plane host, with a client certificate from the cluster's etcd
 // CA, as KubeadmControlPlane's own etcd client authenticates).
-func (w *WorkloadCluster) ExpectEtcdMembers() {
+func (w *Cluster) ExpectEtcdMembers() {
 	w.t.Helper()
 	var want, got []string
 	w.WaitFor(2*time.Minute, "etcd's members to be the control-plane nodes", func() bool {
@@ -257,7 +257,7 @@ func (w *WorkloadCluster) ExpectEtcdMembers() {
 }
 
 // ControlPlaneNodes names the workload cluster's control-plane nodes.
-func (w *WorkloadCluster) ControlPlaneNodes() []string {
+func (w *Cluster) ControlPlaneNodes() []string {
 	w.t.Helper()
 	nodes, err := w.WorkloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
 	if err != nil {
@@ -275,7 +275,7 @@ func (w *WorkloadCluster) ControlPlaneNodes() []string {
 }
 
 // NodeAddress is a node's internal IP address.
-func (w *WorkloadCluster) NodeAddress(node string) string {
+func (w *Cluster) NodeAddress(node string) string {
 	w.t.Helper()
 	n, err := w.WorkloadClient().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 	if err != nil {
@@ -291,7 +291,7 @@ func (w *WorkloadCluster) NodeAddress(node string) string {
 }
 
 // EtcdMembers lists etcd's member names, asking the member at address.
-func (w *WorkloadCluster) EtcdMembers(address string) ([]string, error) {
+func (w *Cluster) EtcdMembers(address string) ([]string, error) {
 	w.t.Helper()
 	ca := &corev1.Secret{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, w.Name+"-etcd"), ca); err != nil {

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package framework
+package workload
 
 import (
 	"context"
@@ -43,7 +43,7 @@ import (
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/cloud"
 )
 
@@ -56,7 +56,7 @@ var controlPlaneStaticPods = []string{"etcd", "kube-apiserver", "kube-controller
 // and kube-proxy Running on it; then checks each kubelet's running
 // configuration for the kubeletExtraArgs value (--provider-id) and the
 // kubeadm patch the specs' files wrote.
-func (w *WorkloadCluster) ExpectRealNodes(machines []clusterv1.Machine) {
+func (w *Cluster) ExpectRealNodes(machines []clusterv1.Machine) {
 	w.t.Helper()
 	cs := w.WorkloadClient()
 	var problems []string
@@ -72,7 +72,7 @@ func (w *WorkloadCluster) ExpectRealNodes(machines []clusterv1.Machine) {
 
 // LogDataToReady logs, per Machine, the time from its data secret to its
 // Node's Ready condition (a measurement for docs/e2e.md, not a check).
-func (w *WorkloadCluster) LogDataToReady(cs kubernetes.Interface, machines []clusterv1.Machine) {
+func (w *Cluster) LogDataToReady(cs kubernetes.Interface, machines []clusterv1.Machine) {
 	w.t.Helper()
 	var lines []string
 	for _, m := range machines {
@@ -97,7 +97,7 @@ func (w *WorkloadCluster) LogDataToReady(cs kubernetes.Interface, machines []clu
 }
 
 // NodeProblems lists what is not yet as a real node has it.
-func (w *WorkloadCluster) NodeProblems(cs kubernetes.Interface, machines []clusterv1.Machine) []string {
+func (w *Cluster) NodeProblems(cs kubernetes.Interface, machines []clusterv1.Machine) []string {
 	ctx := context.Background()
 	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -203,7 +203,7 @@ func machineAddress(m clusterv1.Machine) string {
 
 // ExpectKubeletConfig reads the running kubelet's configuration through the
 // API server's node proxy (/configz) and checks what the spec put there.
-func (w *WorkloadCluster) ExpectKubeletConfig(cs kubernetes.Interface, m clusterv1.Machine) {
+func (w *Cluster) ExpectKubeletConfig(cs kubernetes.Interface, m clusterv1.Machine) {
 	w.t.Helper()
 	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", m.Status.NodeRef.Name, "proxy", "configz").DoRaw(context.Background())
 	if err != nil {
@@ -231,7 +231,7 @@ func (w *WorkloadCluster) ExpectKubeletConfig(cs kubernetes.Interface, m cluster
 	// patch the spec's files wrote.
 	if kc.CgroupDriver != "cgroupfs" || kc.FailCgroupV1 == nil || *kc.FailCgroupV1 {
 		w.t.Errorf("node %s: the kubelet runs with cgroupDriver %q, failCgroupV1 %v: the kubeadm patch (%s) did not apply",
-			m.Status.NodeRef.Name, kc.CgroupDriver, kc.FailCgroupV1, stack.KubeadmPatchesDir)
+			m.Status.NodeRef.Name, kc.CgroupDriver, kc.FailCgroupV1, objects.KubeadmPatchesDir)
 	}
 }
 
@@ -241,7 +241,7 @@ func (w *WorkloadCluster) ExpectKubeletConfig(cs kubernetes.Interface, m cluster
 // Lab's API about a host, as a provider's Pod asks its cloud. It then uses
 // kubectl as a user would: logs, exec and port-forward through the workload
 // API server.
-func (w *WorkloadCluster) ExpectPodNetwork(serverNode, clientNode string) {
+func (w *Cluster) ExpectPodNetwork(serverNode, clientNode string) {
 	w.t.Helper()
 	ctx := context.Background()
 	cs := w.WorkloadClient()
@@ -320,7 +320,7 @@ func (w *WorkloadCluster) ExpectPodNetwork(serverNode, clientNode string) {
 
 // RunPod creates a Pod in the workload cluster and waits up to two minutes
 // for it to finish; it returns how it ended and its logs.
-func (w *WorkloadCluster) RunPod(pod *corev1.Pod) (corev1.PodPhase, string) {
+func (w *Cluster) RunPod(pod *corev1.Pod) (corev1.PodPhase, string) {
 	w.t.Helper()
 	ctx := context.Background()
 	pods := w.WorkloadClient().CoreV1().Pods(pod.Namespace)
@@ -341,7 +341,7 @@ func (w *WorkloadCluster) RunPod(pod *corev1.Pod) (corev1.PodPhase, string) {
 
 // ExpectPortForward forwards a local port to a pod's through the workload
 // API server (kubectl port-forward) and reads want from it over HTTP.
-func (w *WorkloadCluster) ExpectPortForward(target string, port int, want string) {
+func (w *Cluster) ExpectPortForward(target string, port int, want string) {
 	w.t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -375,7 +375,7 @@ func (w *WorkloadCluster) ExpectPortForward(target string, port int, want string
 }
 
 // Kubectl runs kubectl against the workload cluster and returns its output.
-func (w *WorkloadCluster) Kubectl(args ...string) string {
+func (w *Cluster) Kubectl(args ...string) string {
 	w.t.Helper()
 	out, err := exec.Command(w.KubectlPath(), append([]string{"--kubeconfig", w.KubeconfigFile()}, args...)...).CombinedOutput()
 	if err != nil {
@@ -385,14 +385,14 @@ func (w *WorkloadCluster) Kubectl(args ...string) string {
 }
 
 // KubectlPath is the kubectl the tool cache holds.
-func (w *WorkloadCluster) KubectlPath() string {
+func (w *Cluster) KubectlPath() string {
 	w.t.Helper()
 	return testbin.MustPath(w.t, testbin.Kubectl)
 }
 
 // KubeconfigFile writes the workload cluster's admin kubeconfig (Cluster
 // API's) to the state directory, once.
-func (w *WorkloadCluster) KubeconfigFile() string {
+func (w *Cluster) KubeconfigFile() string {
 	w.t.Helper()
 	path := filepath.Join(w.stack.StateDir(), w.Namespace+".kubeconfig")
 	if _, err := os.Stat(path); err == nil {
@@ -409,7 +409,7 @@ func (w *WorkloadCluster) KubeconfigFile() string {
 }
 
 // WorkerMachine returns the name of a worker Machine of a MachineDeployment.
-func (w *WorkloadCluster) WorkerMachine(md string) clusterv1.Machine {
+func (w *Cluster) WorkerMachine(md string) clusterv1.Machine {
 	w.t.Helper()
 	var machines clusterv1.MachineList
 	if err := w.c.List(context.Background(), &machines, client.InNamespace(w.Namespace),
@@ -423,7 +423,7 @@ func (w *WorkloadCluster) WorkerMachine(md string) clusterv1.Machine {
 // host, as a crash would, and waits until the host's service manager
 // restarted each (Restart=always) and the node is Ready again with its
 // pods still running.
-func (w *WorkloadCluster) ExpectServicesRestarted(m clusterv1.Machine) {
+func (w *Cluster) ExpectServicesRestarted(m clusterv1.Machine) {
 	w.t.Helper()
 	cs := w.WorkloadClient()
 	for _, svc := range []string{"kubelet", "containerd"} {
@@ -452,14 +452,14 @@ func (w *WorkloadCluster) ExpectServicesRestarted(m clusterv1.Machine) {
 // the kubelet's own error is on its SimulatedMachine and, through Cluster
 // API, on its Machine, which gets no node. The MachineDeployment is removed
 // afterwards.
-func (w *WorkloadCluster) ExpectKubeletFailureVisible(format bootstrapv1.Format) {
+func (w *Cluster) ExpectKubeletFailureVisible(format bootstrapv1.Format) {
 	w.t.Helper()
 	ctx := context.Background()
 	const md = "bad-kubelet"
-	tmpl := w.KubeadmConfigTemplate(md, format)
+	tmpl := w.Objects.KubeadmConfigTemplate(md, format)
 	nr := &tmpl.Spec.Template.Spec.JoinConfiguration.NodeRegistration
 	nr.KubeletExtraArgs = append(nr.KubeletExtraArgs, upstreambootstrapv1.Arg{Name: "no-such-flag", Value: ptr.To("1")})
-	w.Create(tmpl, w.SimulatedMachineTemplate(md, 0), w.MachineDeployment(md, md, md, 1))
+	w.Create(tmpl, w.Objects.SimulatedMachineTemplate(md, 0), w.Objects.MachineDeployment(md, md, md, 1))
 	const want = "unknown flag: --no-such-flag"
 	var seen string
 	w.WaitFor(3*time.Minute, "the kubelet's error on the machine", func() bool {

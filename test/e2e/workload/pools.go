@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package framework
+package workload
 
 import (
 	"context"
@@ -33,17 +33,13 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
-
-// Consumers is the program that runs each format's data on a host.
-var Consumers = map[bootstrapv1.Format]string{
-	bootstrapv1.CloudConfig: "cloud-init", bootstrapv1.Ignition: "ignition", bootstrapv1.Raw: "raw agent (pkg/rawagent)",
-}
 
 // WaitForPools waits until every pool (by MachinePool name) has want
 // instances whose hosts ran their data and whose Nodes are the MachinePool's
 // ready node references, logging the pools when they change.
-func (w *WorkloadCluster) WaitForPools(pools map[string]bootstrapv1.Format, want int32, timeout time.Duration) {
+func (w *Cluster) WaitForPools(pools map[string]bootstrapv1.Format, want int32, timeout time.Duration) {
 	w.t.Helper()
 	last := ""
 	var problems []string
@@ -83,7 +79,7 @@ func (w *WorkloadCluster) WaitForPools(pools map[string]bootstrapv1.Format, want
 
 // ExpectPoolConsumers checks which program ran each instance's data, oldest
 // first: one format for all, or one per instance.
-func (w *WorkloadCluster) ExpectPoolConsumers(pool string, formats ...bootstrapv1.Format) {
+func (w *Cluster) ExpectPoolConsumers(pool string, formats ...bootstrapv1.Format) {
 	w.t.Helper()
 	instances := w.SimulatedPool(pool).Status.Instances
 	if len(formats) != 1 && len(formats) != len(instances) {
@@ -91,8 +87,8 @@ func (w *WorkloadCluster) ExpectPoolConsumers(pool string, formats ...bootstrapv
 	}
 	for i, in := range instances {
 		f := formats[min(i, len(formats)-1)]
-		if in.Consumer != Consumers[f] {
-			w.t.Errorf("pool %s: instance %s ran its data with %q, want %q (%s)", pool, in.Name, in.Consumer, Consumers[f], f)
+		if in.Consumer != host.ConsumerName(f) {
+			w.t.Errorf("pool %s: instance %s ran its data with %q, want %q (%s)", pool, in.Name, in.Consumer, host.ConsumerName(f), f)
 		}
 	}
 }
@@ -100,7 +96,7 @@ func (w *WorkloadCluster) ExpectPoolConsumers(pool string, formats ...bootstrapv
 // PoolNodesMatch reports whether the workload cluster's Nodes of each pool
 // are exactly its instances (the pools' provider ID lists, by
 // SimulatedMachinePool name).
-func (w *WorkloadCluster) PoolNodesMatch(providerIDs map[string][]string) bool {
+func (w *Cluster) PoolNodesMatch(providerIDs map[string][]string) bool {
 	w.t.Helper()
 	nodes, err := w.WorkloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -131,7 +127,7 @@ func (w *WorkloadCluster) PoolNodesMatch(providerIDs map[string][]string) bool {
 }
 
 // SimulatedPool returns the SimulatedMachinePool of a MachinePool.
-func (w *WorkloadCluster) SimulatedPool(name string) *infrav1.SimulatedMachinePool {
+func (w *Cluster) SimulatedPool(name string) *infrav1.SimulatedMachinePool {
 	w.t.Helper()
 	mp := &clusterv1.MachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
@@ -146,7 +142,7 @@ func (w *WorkloadCluster) SimulatedPool(name string) *infrav1.SimulatedMachinePo
 
 // PoolProviderIDs returns the provider IDs of every pool instance in the
 // namespace.
-func (w *WorkloadCluster) PoolProviderIDs() map[string]bool {
+func (w *Cluster) PoolProviderIDs() map[string]bool {
 	w.t.Helper()
 	var pools infrav1.SimulatedMachinePoolList
 	if err := w.c.List(context.Background(), &pools, client.InNamespace(w.Namespace)); err != nil {
@@ -162,7 +158,7 @@ func (w *WorkloadCluster) PoolProviderIDs() map[string]bool {
 }
 
 // ScalePool sets a MachinePool's replicas.
-func (w *WorkloadCluster) ScalePool(name string, replicas int32) {
+func (w *Cluster) ScalePool(name string, replicas int32) {
 	w.t.Helper()
 	mp := &clusterv1.MachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
@@ -177,13 +173,13 @@ func (w *WorkloadCluster) ScalePool(name string, replicas int32) {
 
 // PoolTokenID is the ID (never the secret) of the bootstrap token in a
 // pool's KubeadmConfig spec, where the controller records it.
-func (w *WorkloadCluster) PoolTokenID(name string) string {
+func (w *Cluster) PoolTokenID(name string) string {
 	id, _, _ := strings.Cut(w.poolToken(name), ".")
 	return id
 }
 
 // poolToken is the whole token in the pool's KubeadmConfig spec.
-func (w *WorkloadCluster) poolToken(name string) string {
+func (w *Cluster) poolToken(name string) string {
 	w.t.Helper()
 	cfg := &bootstrapv1.KubeadmConfig{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), cfg); err != nil {

@@ -14,12 +14,18 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package framework
+// Package workload is what an e2e scenario does with a live workload
+// cluster and what it checks of it, grouped by subject: machines and
+// clusters, nodes, KubeadmControlPlane, ClusterClass, MachinePools, tokens
+// and data secrets, clusterctl move. The objects it creates are built by
+// package objects; the scenarios are the Test functions of test/e2e.
+package workload
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,16 +42,21 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
-// WorkloadCluster is one workload cluster of a test, in its own namespace,
+// Cluster is one workload cluster of a test, in its own namespace,
 // with the checks a test makes of it. Its methods fail the test on error.
-type WorkloadCluster struct {
-	stack.Cluster
-	t     testing.TB
-	stack *stack.Stack
-	c     client.Client
+type Cluster struct {
+	// Namespace and Name name the cluster and the namespace it lives in.
+	Namespace, Name string
+	// Objects builds the cluster's objects; Create creates them.
+	Objects objects.Cluster
+	t       testing.TB
+	stack   *stack.Stack
+	c       client.Client
 	// mgmt is the management cluster its objects are in (c is its client).
 	mgmt *stack.Management
 }
@@ -60,24 +71,24 @@ type ClusterInput struct {
 	// Name names the cluster and its namespace.
 	Name string
 	// Version is the Kubernetes version of its machines
-	// (stack.KubernetesVersion when empty).
+	// (objects.KubernetesVersion when empty).
 	Version string
-	// Objects are the objects made first; WorkloadCluster.Base (namespace,
+	// Objects are the objects made first; Cluster.Base (namespace,
 	// infrastructure, Cluster) when nil.
-	Objects func(*WorkloadCluster) []client.Object
+	Objects func(*Cluster) []client.Object
 }
 
 // NewCluster makes a workload cluster from its first objects; it is
 // deleted, with everything in its namespace, when the test ends.
-func NewCluster(t testing.TB, in ClusterInput) *WorkloadCluster {
+func NewCluster(t testing.TB, in ClusterInput) *Cluster {
 	t.Helper()
 	if in.Management == nil {
 		in.Management = in.Stack.Management
 	}
 	if in.Objects == nil {
-		in.Objects = func(w *WorkloadCluster) []client.Object { return w.Base() }
+		in.Objects = func(w *Cluster) []client.Object { return w.Objects.Base() }
 	}
-	w := &WorkloadCluster{Cluster: stack.Cluster{Namespace: in.Name, Name: in.Name, Version: in.Version}, t: t, stack: in.Stack}
+	w := &Cluster{Namespace: in.Name, Name: in.Name, Objects: objects.Cluster{Namespace: in.Name, Name: in.Name, Version: in.Version}, t: t, stack: in.Stack}
 	w.MoveTo(in.Management)
 	w.Create(in.Objects(w)...)
 	t.Cleanup(w.Delete)
@@ -93,13 +104,13 @@ func NewCluster(t testing.TB, in ClusterInput) *WorkloadCluster {
 }
 
 // Client is the client of the management cluster the cluster's objects are in.
-func (w *WorkloadCluster) Client() client.Client { return w.c }
+func (w *Cluster) Client() client.Client { return w.c }
 
 // Management is the management cluster the cluster's objects are in.
-func (w *WorkloadCluster) Management() *stack.Management { return w.mgmt }
+func (w *Cluster) Management() *stack.Management { return w.mgmt }
 
 // Create makes objects in the management cluster.
-func (w *WorkloadCluster) Create(objects ...client.Object) {
+func (w *Cluster) Create(objects ...client.Object) {
 	w.t.Helper()
 	for _, o := range objects {
 		if err := w.c.Create(context.Background(), o); err != nil {
@@ -109,14 +120,14 @@ func (w *WorkloadCluster) Create(objects ...client.Object) {
 }
 
 // AddControlPlaneMachine adds a control-plane Machine of the given format.
-func (w *WorkloadCluster) AddControlPlaneMachine(name string, format bootstrapv1.Format, mutate ...func(*bootstrapv1.KubeadmConfigSpec)) {
+func (w *Cluster) AddControlPlaneMachine(name string, format bootstrapv1.Format, mutate ...func(*bootstrapv1.KubeadmConfigSpec)) {
 	w.t.Helper()
-	w.Create(w.ControlPlaneMachine(name, format, mutate...)...)
+	w.Create(w.Objects.ControlPlaneMachine(name, format, mutate...)...)
 }
 
 // OnHost runs a command on a Machine's host (the SimulatedMachine of that
 // name) and returns its output.
-func (w *WorkloadCluster) OnHost(machine string, args ...string) string {
+func (w *Cluster) OnHost(machine string, args ...string) string {
 	w.t.Helper()
 	h := w.stack.Lab.Host(w.Namespace + "/" + machine)
 	if h == nil {
@@ -130,13 +141,13 @@ func (w *WorkloadCluster) OnHost(machine string, args ...string) string {
 }
 
 // AddMachineDeployment adds a MachineDeployment of workers of the given format.
-func (w *WorkloadCluster) AddMachineDeployment(name string, format bootstrapv1.Format, replicas int32, bootDelay time.Duration) {
+func (w *Cluster) AddMachineDeployment(name string, format bootstrapv1.Format, replicas int32, bootDelay time.Duration) {
 	w.t.Helper()
-	w.Create(w.Workers(name, format, replicas, bootDelay)...)
+	w.Create(w.Objects.Workers(name, format, replicas, bootDelay)...)
 }
 
 // Scale sets a MachineDeployment's replicas.
-func (w *WorkloadCluster) Scale(name string, replicas int32) {
+func (w *Cluster) Scale(name string, replicas int32) {
 	w.t.Helper()
 	md := &clusterv1.MachineDeployment{}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: name}, md); err != nil {
@@ -152,7 +163,7 @@ func (w *WorkloadCluster) Scale(name string, replicas int32) {
 // WaitForMachines waits until exactly want Machines are Running with a node
 // and their hosts finished running the bootstrap data (kubeadm succeeded and
 // the success sentinel is there), logging the table when it changes.
-func (w *WorkloadCluster) WaitForMachines(want int, timeout time.Duration) []clusterv1.Machine {
+func (w *Cluster) WaitForMachines(want int, timeout time.Duration) []clusterv1.Machine {
 	w.t.Helper()
 	w.WaitForMachinesIn(w.c, w.Namespace, want, timeout)
 	var machines clusterv1.MachineList
@@ -164,7 +175,7 @@ func (w *WorkloadCluster) WaitForMachines(want int, timeout time.Duration) []clu
 
 // WaitForMachinesIn is WaitForMachines for the Machines of a namespace of
 // another management cluster, c: one this cluster runs, say.
-func (w *WorkloadCluster) WaitForMachinesIn(c client.Client, namespace string, want int, timeout time.Duration) {
+func (w *Cluster) WaitForMachinesIn(c client.Client, namespace string, want int, timeout time.Duration) {
 	w.t.Helper()
 	last := ""
 	w.WaitFor(timeout, fmt.Sprintf("%d machines done in %s", want, namespace), func() bool {
@@ -174,12 +185,12 @@ func (w *WorkloadCluster) WaitForMachinesIn(c client.Client, namespace string, w
 }
 
 // LogTable logs the Machines' table when it differs from *last.
-func (w *WorkloadCluster) LogTable(last *string) []stack.MachineRow {
+func (w *Cluster) LogTable(last *string) []stack.MachineRow {
 	w.t.Helper()
 	return w.logTable(w.c, w.Namespace, last)
 }
 
-func (w *WorkloadCluster) logTable(c client.Client, namespace string, last *string) []stack.MachineRow {
+func (w *Cluster) logTable(c client.Client, namespace string, last *string) []stack.MachineRow {
 	w.t.Helper()
 	rows, err := stack.MachineTable(context.Background(), c, namespace)
 	if err != nil {
@@ -200,7 +211,7 @@ func (w *WorkloadCluster) logTable(c client.Client, namespace string, last *stri
 
 // WorkloadClient reads the cluster's admin kubeconfig (written by Cluster
 // API's cluster controller) and connects to the workload API server.
-func (w *WorkloadCluster) WorkloadClient() kubernetes.Interface {
+func (w *Cluster) WorkloadClient() kubernetes.Interface {
 	w.t.Helper()
 	cs, err := kubernetes.NewForConfig(w.RestConfig())
 	if err != nil {
@@ -210,7 +221,7 @@ func (w *WorkloadCluster) WorkloadClient() kubernetes.Interface {
 }
 
 // RestConfig reaches the workload cluster as its admin.
-func (w *WorkloadCluster) RestConfig() *rest.Config {
+func (w *Cluster) RestConfig() *rest.Config {
 	w.t.Helper()
 	secret := &corev1.Secret{}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: w.Name + "-kubeconfig"}, secret); err != nil {
@@ -226,7 +237,7 @@ func (w *WorkloadCluster) RestConfig() *rest.Config {
 // ExpectNodes checks the workload cluster has exactly the machines' Nodes
 // besides those of MachinePool instances, matched by provider ID, each a
 // real node (ExpectRealNodes), and returns them.
-func (w *WorkloadCluster) ExpectNodes(machines []clusterv1.Machine) []corev1.Node {
+func (w *Cluster) ExpectNodes(machines []clusterv1.Machine) []corev1.Node {
 	w.t.Helper()
 	w.ExpectRealNodes(machines)
 	list, err := w.WorkloadClient().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
@@ -255,7 +266,7 @@ func (w *WorkloadCluster) ExpectNodes(machines []clusterv1.Machine) []corev1.Nod
 
 // ManagedTokens returns the bootstrap tokens this provider created and still
 // keeps in the workload cluster.
-func (w *WorkloadCluster) ManagedTokens() []string {
+func (w *Cluster) ManagedTokens() []string {
 	w.t.Helper()
 	secrets, err := w.WorkloadClient().CoreV1().Secrets(metav1.NamespaceSystem).List(context.Background(), metav1.ListOptions{
 		LabelSelector: bootstrapv1.BootstrapTokenConfigUIDLabel})
@@ -271,7 +282,7 @@ func (w *WorkloadCluster) ManagedTokens() []string {
 
 // DataSecrets returns the bootstrap data secrets of the namespace, and the
 // secrets owned by a KubeadmConfig that is gone.
-func (w *WorkloadCluster) DataSecrets() (all, orphaned []string) {
+func (w *Cluster) DataSecrets() (all, orphaned []string) {
 	w.t.Helper()
 	var secrets corev1.SecretList
 	if err := w.c.List(context.Background(), &secrets, client.InNamespace(w.Namespace)); err != nil {
@@ -296,7 +307,7 @@ func (w *WorkloadCluster) DataSecrets() (all, orphaned []string) {
 
 // Delete deletes the Cluster and waits until Cluster API removed every
 // Machine and host.
-func (w *WorkloadCluster) Delete() {
+func (w *Cluster) Delete() {
 	ctx := context.Background()
 	_ = w.c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name}})
 	deadline := time.Now().Add(3 * time.Minute)
@@ -311,7 +322,7 @@ func (w *WorkloadCluster) Delete() {
 }
 
 // DumpLogs prints where the logs are and the tail of each host's log.
-func (w *WorkloadCluster) DumpLogs() {
+func (w *Cluster) DumpLogs() {
 	w.t.Helper()
 	w.t.Logf("logs: %s (the provider's manager and cluster-api.log), %s/hosts/%s/*", w.mgmt.Dir(), w.stack.StateDir(), w.Namespace)
 	for _, f := range []string{w.mgmt.ManagerLog()} {
@@ -329,16 +340,20 @@ func tail(b []byte, lines int) string {
 	return strings.Join(s, "\n")
 }
 
-// ExpectConsumers checks which program ran each machine's data, by format.
-func (w *WorkloadCluster) ExpectConsumers(want map[bootstrapv1.Format]string) {
+// ExpectConsumers checks that each machine's data is of one of formats and
+// was run by that format's consumer.
+func (w *Cluster) ExpectConsumers(formats ...bootstrapv1.Format) {
 	w.t.Helper()
 	rows, err := stack.MachineTable(context.Background(), w.c, w.Namespace)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	for _, r := range rows {
-		if r.Consumer != want[r.Format] {
-			w.t.Errorf("machine %s (%s): data run by %q, want %q", r.Machine, r.Format, r.Consumer, want[r.Format])
+		switch {
+		case !slices.Contains(formats, r.Format):
+			w.t.Errorf("machine %s: data of format %q, want one of %v", r.Machine, r.Format, formats)
+		case r.Consumer != host.ConsumerName(r.Format):
+			w.t.Errorf("machine %s (%s): data run by %q, want %q", r.Machine, r.Format, r.Consumer, host.ConsumerName(r.Format))
 		}
 	}
 }
@@ -346,7 +361,7 @@ func (w *WorkloadCluster) ExpectConsumers(want map[bootstrapv1.Format]string) {
 // ExpectNothingLeftBehind waits until the namespace holds exactly one data
 // secret per machine, none orphaned, and the workload cluster no bootstrap
 // token of this provider (used tokens are deleted once machines joined).
-func (w *WorkloadCluster) ExpectNothingLeftBehind(machines int) {
+func (w *Cluster) ExpectNothingLeftBehind(machines int) {
 	w.t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -365,7 +380,7 @@ func (w *WorkloadCluster) ExpectNothingLeftBehind(machines int) {
 
 // WaitFor polls cond every 2s until it holds; details, if given, say what
 // was still missing when it gives up.
-func (w *WorkloadCluster) WaitFor(timeout time.Duration, what string, cond func() bool, details ...func() string) {
+func (w *Cluster) WaitFor(timeout time.Duration, what string, cond func() bool, details ...func() string) {
 	w.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -386,7 +401,7 @@ func objectKey(namespace, name string) client.ObjectKey {
 }
 
 // WorkerData returns each worker Machine's bootstrap data (format and value).
-func (w *WorkloadCluster) WorkerData() map[string]string {
+func (w *Cluster) WorkerData() map[string]string {
 	w.t.Helper()
 	ctx := context.Background()
 	var machines clusterv1.MachineList
@@ -408,7 +423,7 @@ func (w *WorkloadCluster) WorkerData() map[string]string {
 
 // ExpectGzipped checks that the data a machine ran (its spec had
 // gzipUserData) is compressed the way its consumer reads it.
-func (w *WorkloadCluster) ExpectGzipped(machine string, compressed func([]byte) bool) {
+func (w *Cluster) ExpectGzipped(machine string, compressed func([]byte) bool) {
 	w.t.Helper()
 	s := &corev1.Secret{}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: machine}, s); err != nil {
@@ -422,7 +437,7 @@ func (w *WorkloadCluster) ExpectGzipped(machine string, compressed func([]byte) 
 // ExpectEachAPIServerWithItsEtcd checks there are want control-plane Nodes and
 // that the API server on each answers with a healthy etcd (its own member):
 // kube-apiserver talks to the etcd on 127.0.0.1 of its host.
-func (w *WorkloadCluster) ExpectEachAPIServerWithItsEtcd(want int) {
+func (w *Cluster) ExpectEachAPIServerWithItsEtcd(want int) {
 	w.t.Helper()
 	cs := w.WorkloadClient()
 	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})

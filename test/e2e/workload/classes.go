@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package framework
+package workload
 
 import (
 	"context"
@@ -24,18 +24,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/availability"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
 // ClassPool returns the name of the MachinePool the topology made for a
 // MachinePool topology.
-func (w *WorkloadCluster) ClassPool(topologyName string) string {
+func (w *Cluster) ClassPool(topologyName string) string {
 	w.t.Helper()
 	var pools clusterv1.MachinePoolList
 	if err := w.c.List(context.Background(), &pools, client.InNamespace(w.Namespace),
@@ -46,7 +49,7 @@ func (w *WorkloadCluster) ClassPool(topologyName string) string {
 }
 
 // PoolDataFormat is the format the MachinePool's data secret was rendered in.
-func (w *WorkloadCluster) PoolDataFormat(pool string) bootstrapv1.Format {
+func (w *Cluster) PoolDataFormat(pool string) bootstrapv1.Format {
 	w.t.Helper()
 	mp := &clusterv1.MachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
@@ -70,21 +73,21 @@ type ClassClusterInput struct {
 	// control plane; Workers its MachineDeployments.
 	ControlPlaneReplicas int32
 	ControlPlaneFormat   bootstrapv1.Format
-	Workers              []stack.ClassWorkers
+	Workers              []objects.ClassWorkers
 }
 
 // NewClassCluster creates the ClusterClass (stack.ClusterClassObjects), waits
 // until Cluster API reconciled it (its variables are known), then creates a
 // Cluster of it.
-func NewClassCluster(t testing.TB, in ClassClusterInput) *WorkloadCluster {
+func NewClassCluster(t testing.TB, in ClassClusterInput) *Cluster {
 	t.Helper()
-	w := NewCluster(t, ClusterInput{Stack: in.Stack, Name: in.Name, Objects: func(w *WorkloadCluster) []client.Object {
-		return append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}}, w.ClusterClassObjects()...)
+	w := NewCluster(t, ClusterInput{Stack: in.Stack, Name: in.Name, Objects: func(w *Cluster) []client.Object {
+		return append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}}, w.Objects.ClusterClassObjects()...)
 	}})
-	if err := stack.WaitForClusterClass(context.Background(), w.c, w.Namespace, w.Name); err != nil {
+	if err := WaitForClusterClass(context.Background(), w.c, w.Namespace, w.Name); err != nil {
 		t.Fatalf("ClusterClass %s not reconciled: %v", w.Name, err)
 	}
-	w.Create(w.ClassCluster(in.ControlPlaneReplicas, in.ControlPlaneFormat, in.Workers...))
+	w.Create(w.Objects.ClassCluster(in.ControlPlaneReplicas, in.ControlPlaneFormat, in.Workers...))
 	return w
 }
 
@@ -97,7 +100,7 @@ type RenderedMachine struct {
 
 // RenderedMachines returns the namespace's Machines whose data secret exists,
 // with its format, and how many Machines there are in all.
-func (w *WorkloadCluster) RenderedMachines() (rendered []RenderedMachine, all int) {
+func (w *Cluster) RenderedMachines() (rendered []RenderedMachine, all int) {
 	w.t.Helper()
 	ctx := context.Background()
 	var machines clusterv1.MachineList
@@ -131,7 +134,7 @@ func byMachineDeployment(rendered []RenderedMachine) map[string][]bootstrapv1.Fo
 // ClassFormats returns the formats each machine's data secret says it
 // rendered, by the topology's MachineDeployment name ("" for the control
 // plane).
-func (w *WorkloadCluster) ClassFormats() map[string][]bootstrapv1.Format {
+func (w *Cluster) ClassFormats() map[string][]bootstrapv1.Format {
 	w.t.Helper()
 	rendered, _ := w.RenderedMachines()
 	return byMachineDeployment(rendered)
@@ -142,7 +145,7 @@ func (w *WorkloadCluster) ClassFormats() map[string][]bootstrapv1.Format {
 // and what the class's format-specific patch left on its host: the
 // FormatPatchFile its format's own means wrote, and no such file on raw
 // machines (the raw format has no means, and the patch is not applied).
-func (w *WorkloadCluster) ExpectClassFormats(want map[string]bootstrapv1.Format) {
+func (w *Cluster) ExpectClassFormats(want map[string]bootstrapv1.Format) {
 	w.t.Helper()
 	rendered, all := w.RenderedMachines()
 	if len(rendered) != all {
@@ -153,20 +156,20 @@ func (w *WorkloadCluster) ExpectClassFormats(want map[string]bootstrapv1.Format)
 		if m.format != want[md] {
 			w.t.Errorf("machine %s (%q): rendered %s, want %s", m.Name, md, m.format, want[md])
 		}
-		written := strings.TrimSpace(w.OnHost(m.Name, "sh", "-c", "cat "+stack.FormatPatchFile+" 2>/dev/null || echo none"))
+		written := strings.TrimSpace(w.OnHost(m.Name, "sh", "-c", "cat "+objects.FormatPatchFile+" 2>/dev/null || echo none"))
 		wantWritten := "none"
 		if m.format == bootstrapv1.Ignition || (m.format == bootstrapv1.CloudConfig && md != "") {
 			wantWritten = string(m.format)
 		}
 		if written != wantWritten {
-			w.t.Errorf("machine %s (%s): %s holds %q, want %q", m.Name, m.format, stack.FormatPatchFile, written, wantWritten)
+			w.t.Errorf("machine %s (%s): %s holds %q, want %q", m.Name, m.format, objects.FormatPatchFile, written, wantWritten)
 		}
 	}
 	w.t.Logf("formats by MachineDeployment (\"\": control plane): %v", byMachineDeployment(rendered))
 }
 
 // ChangeTopology updates the Cluster's topology.
-func (w *WorkloadCluster) ChangeTopology(change func(*clusterv1.Topology)) {
+func (w *Cluster) ChangeTopology(change func(*clusterv1.Topology)) {
 	w.t.Helper()
 	cluster := &clusterv1.Cluster{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, w.Name), cluster); err != nil {
@@ -183,11 +186,11 @@ func (w *WorkloadCluster) ChangeTopology(change func(*clusterv1.Topology)) {
 func SetVariable(variables *[]clusterv1.ClusterVariable, name string, format bootstrapv1.Format) {
 	for i := range *variables {
 		if (*variables)[i].Name == name {
-			(*variables)[i].Value = *stack.JSONValue(format)
+			(*variables)[i].Value = *objects.JSONValue(format)
 			return
 		}
 	}
-	*variables = append(*variables, clusterv1.ClusterVariable{Name: name, Value: *stack.JSONValue(format)})
+	*variables = append(*variables, clusterv1.ClusterVariable{Name: name, Value: *objects.JSONValue(format)})
 }
 
 // Availability polls the workload cluster through its control-plane
@@ -196,7 +199,7 @@ type Availability struct{ probe *availability.Probe }
 
 // WatchAvailability starts polling the cluster through its control-plane
 // endpoint until Stop.
-func (w *WorkloadCluster) WatchAvailability() *Availability {
+func (w *Cluster) WatchAvailability() *Availability {
 	w.t.Helper()
 	p, err := availability.Watch(w.RestConfig())
 	if err != nil {
@@ -214,4 +217,18 @@ func (a *Availability) Stop(t testing.TB, maxOutage time.Duration) {
 	if r.LongestOutage > maxOutage {
 		t.Errorf("the workload cluster did not answer for %s at a stretch (allowed %s)", r.LongestOutage, maxOutage)
 	}
+}
+
+// WaitForClusterClass waits until Cluster API reconciled a ClusterClass (its
+// variables are known): Cluster API's admission checks a Cluster's
+// variables against them, and defers the check while they are not.
+func WaitForClusterClass(ctx context.Context, c client.Client, namespace, name string) error {
+	class := &clusterv1.ClusterClass{}
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, class); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return class.Status.ObservedGeneration == class.Generation &&
+			conditions.IsTrue(class, clusterv1.ClusterClassVariablesReadyCondition), nil
+	})
 }

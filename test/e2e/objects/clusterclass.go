@@ -14,23 +14,19 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package stack
+package objects
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
@@ -249,18 +245,4 @@ func JSONValue(v any) *apiextensionsv1.JSON {
 		panic(err)
 	}
 	return &apiextensionsv1.JSON{Raw: b}
-}
-
-// WaitForClusterClass waits until Cluster API reconciled a ClusterClass (its
-// variables are known): Cluster API's admission checks a Cluster's
-// variables against them, and defers the check while they are not.
-func WaitForClusterClass(ctx context.Context, c client.Client, namespace, name string) error {
-	class := &clusterv1.ClusterClass{}
-	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, class); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return class.Status.ObservedGeneration == class.Generation &&
-			conditions.IsTrue(class, clusterv1.ClusterClassVariablesReadyCondition), nil
-	})
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package framework
+package workload
 
 import (
 	"context"
@@ -42,13 +42,13 @@ import (
 
 // MoveTo makes the test read and write the cluster's objects in management
 // cluster m.
-func (w *WorkloadCluster) MoveTo(m *stack.Management) {
+func (w *Cluster) MoveTo(m *stack.Management) {
 	w.mgmt, w.c = m, m.Client
 }
 
 // Clusterctl runs Cluster API's clusterctl v1.14.2 with its configuration
 // directory of its own (not the user's).
-func (w *WorkloadCluster) Clusterctl(args ...string) {
+func (w *Cluster) Clusterctl(args ...string) {
 	w.t.Helper()
 	dir := w.t.TempDir()
 	start := time.Now()
@@ -63,7 +63,7 @@ func (w *WorkloadCluster) Clusterctl(args ...string) {
 
 // Move moves the cluster's namespace to management cluster to with
 // `clusterctl move`.
-func (w *WorkloadCluster) Move(to *stack.Management) {
+func (w *Cluster) Move(to *stack.Management) {
 	w.t.Helper()
 	w.Clusterctl("move", "--kubeconfig", w.mgmt.Kubeconfig, "--to-kubeconfig", to.Kubeconfig, "--namespace", w.Namespace)
 	w.MoveTo(to)
@@ -74,7 +74,7 @@ func (w *WorkloadCluster) Move(to *stack.Management) {
 // controllers, manager; the hosts run on) and restores the backup into
 // management cluster to with `clusterctl move --from-directory`: every
 // object anew, with new UIDs.
-func (w *WorkloadCluster) BackUpAndRestore(to *stack.Management) {
+func (w *Cluster) BackUpAndRestore(to *stack.Management) {
 	w.t.Helper()
 	backup := filepath.Join(w.t.TempDir(), "backup")
 	if err := os.Mkdir(backup, 0o700); err != nil {
@@ -96,7 +96,7 @@ type Moved struct {
 }
 
 // BeforeMove records what a move or restore must carry over.
-func (w *WorkloadCluster) BeforeMove() Moved {
+func (w *Cluster) BeforeMove() Moved {
 	w.t.Helper()
 	k := w.Keep()
 	mv := Moved{
@@ -117,7 +117,7 @@ func (w *WorkloadCluster) BeforeMove() Moved {
 // it had before, and that every data secret's controller is its
 // KubeadmConfig there (the new UID): owned by a UID that is not there, the
 // garbage collector would have deleted it.
-func (mv Moved) ExpectMoved(w *WorkloadCluster) {
+func (mv Moved) ExpectMoved(w *Cluster) {
 	w.t.Helper()
 	now := w.BeforeMove()
 	if !slices.Equal(now.machines, mv.machines) || !slices.Equal(now.machineSets, mv.machineSets) {
@@ -151,7 +151,7 @@ func (mv Moved) ExpectMoved(w *WorkloadCluster) {
 // BootPoolInstance scales a pool up by one instance that boots for bootDelay
 // before it runs its data, and waits until it boots (listed in the pool's
 // provider IDs, as the cloud has it).
-func (w *WorkloadCluster) BootPoolInstance(pool string, bootDelay time.Duration) string {
+func (w *Cluster) BootPoolInstance(pool string, bootDelay time.Duration) string {
 	w.t.Helper()
 	w.SetPoolBootDelay(pool, bootDelay)
 	n := len(w.SimulatedPool(pool).Status.Instances)
@@ -171,7 +171,7 @@ func (w *WorkloadCluster) BootPoolInstance(pool string, bootDelay time.Duration)
 }
 
 // SetPoolBootDelay sets how long a pool's next instances boot.
-func (w *WorkloadCluster) SetPoolBootDelay(pool string, d time.Duration) {
+func (w *Cluster) SetPoolBootDelay(pool string, d time.Duration) {
 	w.t.Helper()
 	smp := w.SimulatedPool(pool)
 	patch := client.MergeFrom(smp.DeepCopy())
@@ -183,7 +183,7 @@ func (w *WorkloadCluster) SetPoolBootDelay(pool string, d time.Duration) {
 
 // ExpectPoolInstanceJoined fails the test unless the pool's instance has
 // its Node in the pool's node references.
-func (w *WorkloadCluster) ExpectPoolInstanceJoined(pool, instance string) {
+func (w *Cluster) ExpectPoolInstanceJoined(pool, instance string) {
 	w.t.Helper()
 	mp := &clusterv1.MachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {

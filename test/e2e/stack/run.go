@@ -14,12 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package framework is what the e2e suites are written with: the stack a
-// test package shares (Run), and workload clusters with the checks a test
-// makes of them, grouped by subject: machines and clusters, nodes,
-// KubeadmControlPlane, ClusterClass, MachinePools, tokens and data secrets,
-// clusterctl move. Test files hold the scenarios.
-package framework
+package stack
 
 import (
 	"context"
@@ -30,7 +25,6 @@ import (
 	"time"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
@@ -40,26 +34,26 @@ type RunInput struct {
 	// ManagerArgs are this provider's manager's flags.
 	ManagerArgs []string
 	// MachineImages, when set, gives the Lab's machine images besides the
-	// node image (stack.Options); it runs after Enter, in the test process
+	// node image (Options); it runs after Enter, in the test process
 	// only.
 	MachineImages func() (map[string][]host.ImageArchive, error)
 	// OtherReleases are Kubernetes releases the Lab boots besides the
-	// default one (stack.Options).
+	// default one (Options).
 	OtherReleases []testbin.Release
 	// Setup receives the stack before the tests run.
-	Setup func(*stack.Stack)
+	Setup func(*Stack)
 }
 
 // Run is an e2e package's TestMain: it starts the stack (a management
 // cluster with Cluster API's controllers, this provider's manager and the
 // simulated infrastructure), runs the tests, stops the stack and checks that
 // it left nothing on this machine. It returns the exit code
-// (os.Exit(framework.Run(...))).
+// (os.Exit(stack.Run(...))).
 func Run(in RunInput) int {
 	if !Enter() {
 		return 0
 	}
-	opts := stack.Options{ManagerArgs: in.ManagerArgs, OtherReleases: in.OtherReleases}
+	opts := Options{ManagerArgs: in.ManagerArgs, OtherReleases: in.OtherReleases}
 	if in.MachineImages != nil {
 		images, err := in.MachineImages()
 		if err != nil {
@@ -103,19 +97,19 @@ func Enter() bool {
 // Shared is a stack that one process starts for all the tests of a package,
 // in a state directory of its own.
 type Shared struct {
-	*stack.Stack
+	*Stack
 }
 
 // StartShared starts a stack with opts in a new state directory, printing
 // its progress.
-func StartShared(opts stack.Options) (*Shared, error) {
+func StartShared(opts Options) (*Shared, error) {
 	stateDir, err := os.MkdirTemp("", "cabpk-e2e-")
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	opts.StateDir, opts.Progress = stateDir, os.Stdout
-	st, err := stack.Start(context.Background(), opts)
+	st, err := Start(context.Background(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("starting the stack: %w (logs in %s)", err, stateDir)
 	}

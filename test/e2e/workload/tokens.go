@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package framework
+package workload
 
 import (
 	"bytes"
@@ -38,7 +38,7 @@ import (
 // BootingWorker waits until a MachineDeployment has a Machine (not among
 // known) with its data and no Node yet, and returns its name. The swap must
 // find it booting, or the test would prove nothing about its token.
-func (w *WorkloadCluster) BootingWorker(md string, known map[string]string) string {
+func (w *Cluster) BootingWorker(md string, known map[string]string) string {
 	w.t.Helper()
 	var name string
 	w.WaitFor(3*time.Minute, "a booting worker of "+md, func() bool {
@@ -60,7 +60,7 @@ func (w *WorkloadCluster) BootingWorker(md string, known map[string]string) stri
 }
 
 // ExpectBooting fails the test when the Machine already has its Node.
-func (w *WorkloadCluster) ExpectBooting(machine string) {
+func (w *Cluster) ExpectBooting(machine string) {
 	w.t.Helper()
 	m := &clusterv1.Machine{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, machine), m); err != nil {
@@ -77,7 +77,7 @@ func (w *WorkloadCluster) ExpectBooting(machine string) {
 // the data, and keeps the old one valid no longer: an instance added in
 // between would boot with a token about to expire. Scaling right after an
 // observed rotation leaves a whole rotation period before the next one.
-func (w *WorkloadCluster) WaitForRotation(pool string, within time.Duration) {
+func (w *Cluster) WaitForRotation(pool string, within time.Duration) {
 	w.t.Helper()
 	before := w.PoolTokenID(pool)
 	w.WaitFor(within, "the pool's token to rotate, in its spec and its data", func() bool {
@@ -89,7 +89,7 @@ func (w *WorkloadCluster) WaitForRotation(pool string, within time.Duration) {
 
 // RotateAndScale waits until the pool's token rotates, then scales the pool
 // to replicas and checks the new instances booted with the rotated data.
-func (w *WorkloadCluster) RotateAndScale(pool string, replicas int32, within time.Duration) {
+func (w *Cluster) RotateAndScale(pool string, replicas int32, within time.Duration) {
 	w.t.Helper()
 	w.WaitForRotation(pool, within)
 	old := len(w.SimulatedPool(pool).Status.Instances)
@@ -107,7 +107,7 @@ func (w *WorkloadCluster) RotateAndScale(pool string, replicas int32, within tim
 
 // ExpectMadeByUpstream checks that upstream's manager made every data secret
 // and token so far: none carries this provider's annotation.
-func (w *WorkloadCluster) ExpectMadeByUpstream() {
+func (w *Cluster) ExpectMadeByUpstream() {
 	w.t.Helper()
 	for _, s := range w.DataSecretObjects() {
 		if id, ok := s.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]; ok {
@@ -117,7 +117,7 @@ func (w *WorkloadCluster) ExpectMadeByUpstream() {
 }
 
 // DataSecretObjects returns the namespace's bootstrap data secrets by name.
-func (w *WorkloadCluster) DataSecretObjects() map[string]corev1.Secret {
+func (w *Cluster) DataSecretObjects() map[string]corev1.Secret {
 	w.t.Helper()
 	var secrets corev1.SecretList
 	if err := w.c.List(context.Background(), &secrets, client.InNamespace(w.Namespace)); err != nil {
@@ -142,7 +142,7 @@ type Kept struct {
 }
 
 // Keep records what a swap must leave as it is.
-func (w *WorkloadCluster) Keep() Kept {
+func (w *Cluster) Keep() Kept {
 	w.t.Helper()
 	k := Kept{Machines: map[string]string{}, machineSets: map[string]string{}, data: map[string]string{}}
 	var machines clusterv1.MachineList
@@ -166,7 +166,7 @@ func (w *WorkloadCluster) Keep() Kept {
 	return k
 }
 
-func (k Kept) ExpectKept(w *WorkloadCluster) {
+func (k Kept) ExpectKept(w *Cluster) {
 	w.t.Helper()
 	now := w.Keep()
 	for _, c := range []struct {
@@ -191,7 +191,7 @@ type SpecTokens struct {
 
 // WatchSpecTokens samples the configs in the cluster's management cluster
 // and in those added by watch.
-func (w *WorkloadCluster) WatchSpecTokens() *SpecTokens {
+func (w *Cluster) WatchSpecTokens() *SpecTokens {
 	st := &SpecTokens{seen: map[string][]string{}, sources: []client.Client{w.c}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -235,7 +235,7 @@ func (s *SpecTokens) Watch(c client.Client) {
 // ExpectNoStray checks every bootstrap token a provider made in the workload
 // cluster was named by a config's spec, and that no Machine's config ever
 // named more than one (a MachinePool's rotates).
-func (s *SpecTokens) ExpectNoStray(w *WorkloadCluster) {
+func (s *SpecTokens) ExpectNoStray(w *Cluster) {
 	w.t.Helper()
 	secrets, err := w.WorkloadClient().CoreV1().Secrets(metav1.NamespaceSystem).List(context.Background(),
 		metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeBootstrapToken)})

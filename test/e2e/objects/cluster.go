@@ -14,7 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package stack
+// Package objects builds the Kubernetes objects of the e2e's workload
+// clusters: machines, MachineDeployments, MachinePools, KubeadmControlPlanes
+// and a ClusterClass, whose specs make the simulated hosts Kubernetes nodes.
+// It builds only: scenarios, Cluster API's specs (through their flavors),
+// hack/e2eflavors and the demo create what it builds.
+package objects
 
 import (
 	"encoding/json"
