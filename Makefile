@@ -17,6 +17,14 @@ export CABPK_TOOLS_CACHE := $(TOOLS_CACHE)
 CONTROLLER_GEN := $(TOOLS_CACHE)/controller-gen/$(CONTROLLER_GEN_VERSION)/controller-gen
 GOLANGCI_LINT := $(TOOLS_CACHE)/golangci-lint/$(GOLANGCI_LINT_VERSION)/golangci-lint
 BIN_DIR := bin
+# The repository's Go modules: the product's, the release builders shared by
+# the release command and the e2e, the developer tools, and the tests (e2e,
+# simulated provider, scale) with the tools that build their world.
+GO_MODULES := . internal/release hack test
+# What builds and runs in the test module (test/go.mod), from the repository root.
+GO_TEST_MODULE := go -C test
+# What builds and runs in the tools' module (hack/go.mod).
+GO_TOOLS_MODULE := go -C hack
 CONFIG_DIR := bootstrap/kubeadm/config
 SIMULATED_CONFIG_DIR := test/infrastructure/simulated/config
 
@@ -46,16 +54,17 @@ generate: generate-go generate-manifests generate-docs generate-e2e-flavors ## R
 
 .PHONY: generate-docs
 generate-docs:
-	go run ./hack/formatsdoc docs/reference/fields.md
+	$(GO_TOOLS_MODULE) run ./formatsdoc $(CURDIR)/docs/reference/fields.md
 
 .PHONY: generate-e2e-flavors
 generate-e2e-flavors:
-	go run ./hack/e2eflavors test/e2e/capi/data/infrastructure-simulated
+	$(GO_TEST_MODULE) run ./tools/e2eflavors $(CURDIR)/test/e2e/capi/data/infrastructure-simulated
 
 .PHONY: generate-go
 generate-go: $(CONTROLLER_GEN)
 	rm -f bootstrap/kubeadm/api/v1beta2/zz_generated.deepcopy.go
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./bootstrap/kubeadm/api/... paths=./test/infrastructure/simulated/api/...
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./bootstrap/kubeadm/api/...
+	cd test && $(CONTROLLER_GEN) object:headerFile=../hack/boilerplate.go.txt paths=./infrastructure/simulated/api/...
 
 # v1beta1 is served with upstream's own types and schema (see internal/webhooks/conversion).
 UPSTREAM_V1BETA1_API := sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1
@@ -64,7 +73,9 @@ UPSTREAM_V1BETA1_API := sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1
 generate-manifests: $(CONTROLLER_GEN)
 	rm -rf $(CONFIG_DIR)/crd/bases $(CONFIG_DIR)/webhook/manifests.yaml $(CONFIG_DIR)/rbac/role.yaml
 	# CRDs: controller-gen's CRD generator, one parser per kind (see hack/crdgen); v1beta2 is ours, v1beta1 upstream's.
-	go run ./hack/crdgen -output-dir ./$(CONFIG_DIR)/crd/bases ./bootstrap/kubeadm/api/... $(UPSTREAM_V1BETA1_API)
+	# It loads the packages from the product module, so it runs here, built in the tools' module.
+	$(GO_TOOLS_MODULE) build -o $(CURDIR)/$(BIN_DIR)/crdgen ./crdgen
+	$(BIN_DIR)/crdgen -output-dir ./$(CONFIG_DIR)/crd/bases ./bootstrap/kubeadm/api/... $(UPSTREAM_V1BETA1_API)
 	$(CONTROLLER_GEN) \
 		paths=./bootstrap/kubeadm/cmd/... \
 		paths=./bootstrap/kubeadm/internal/... \
@@ -73,16 +84,16 @@ generate-manifests: $(CONTROLLER_GEN)
 		webhook \
 		output:rbac:dir=./$(CONFIG_DIR)/rbac \
 		output:webhook:dir=./$(CONFIG_DIR)/webhook
-	# The e2e stack's simulated infrastructure provider.
+	# The e2e stack's simulated infrastructure provider, from the test module.
 	rm -rf $(SIMULATED_CONFIG_DIR)/crd/bases $(SIMULATED_CONFIG_DIR)/rbac/role.yaml
-	$(CONTROLLER_GEN) \
-		paths=./test/infrastructure/simulated/... \
+	cd test && $(CONTROLLER_GEN) \
+		paths=./infrastructure/simulated/... \
 		crd rbac:roleName=manager-role \
-		output:crd:dir=./$(SIMULATED_CONFIG_DIR)/crd/bases \
-		output:rbac:dir=./$(SIMULATED_CONFIG_DIR)/rbac
+		output:crd:dir=$(CURDIR)/$(SIMULATED_CONFIG_DIR)/crd/bases \
+		output:rbac:dir=$(CURDIR)/$(SIMULATED_CONFIG_DIR)/rbac
 
 .PHONY: verify
-verify: verify-generate verify-headers verify-fmt ## Check generated files, license headers and formatting.
+verify: verify-generate verify-headers verify-fmt verify-modules ## Check generated files, license headers, formatting and each module's go.mod.
 
 # Go files of the tree as git sees it: committed, and new ones not ignored.
 GO_FILES = $$(git ls-files --cached --others --exclude-standard '*.go')
@@ -97,13 +108,17 @@ verify-fmt: ## Fail if a Go file is not formatted as gofmt formats it.
 	@unformatted=$$(gofmt -l $(GO_FILES)); \
 	if [ -n "$$unformatted" ]; then echo "Go files gofmt would change (gofmt -w them):"; echo "$$unformatted"; exit 1; fi
 
+.PHONY: verify-modules
+verify-modules: ## Fail if a module's go.mod or go.sum is not what go mod tidy writes (the product's requires only what it links).
+	@for m in $(GO_MODULES); do (cd $$m && go mod tidy -diff) || { echo "$$m: run 'go mod tidy' there and commit"; exit 1; }; done
+
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml): bugs, security, style, gofmt and goimports.
-	$(GOLANGCI_LINT) run ./...
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml) in each module: bugs, security, style, gofmt and goimports.
+	for m in $(GO_MODULES); do (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 
 .PHONY: lint-fix
 lint-fix: $(GOLANGCI_LINT) ## Fix what golangci-lint can fix by itself (formatting, imports).
-	$(GOLANGCI_LINT) run --fix ./...
+	for m in $(GO_MODULES); do (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml --fix ./...) || exit 1; done
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files differ from what is committed.
@@ -128,12 +143,12 @@ RELEASE_DIR ?= out
 
 .PHONY: image
 image: ## Build the manager image tarball(s) into RELEASE_DIR, no Docker engine needed (REGISTRY, TAG, PLATFORMS).
-	go run ./hack/release --image-only --out $(RELEASE_DIR) --registry $(REGISTRY) --tag $(TAG) --platforms $(PLATFORMS)
+	$(GO_TOOLS_MODULE) run ./release --image-only --out $(abspath $(RELEASE_DIR)) --registry $(REGISTRY) --tag $(TAG) --platforms $(PLATFORMS)
 
 .PHONY: release
 release: ## Write the release into RELEASE_DIR: bootstrap-components.yaml, metadata.yaml, image tarballs, checksums.txt.
 	rm -rf $(RELEASE_DIR)
-	go run ./hack/release --out $(RELEASE_DIR) --registry $(REGISTRY) --tag $(TAG) --platforms $(PLATFORMS)
+	$(GO_TOOLS_MODULE) run ./release --out $(abspath $(RELEASE_DIR)) --registry $(REGISTRY) --tag $(TAG) --platforms $(PLATFORMS)
 
 ##@ Test
 
@@ -160,9 +175,11 @@ FUZZ_TARGETS := \
 
 CONTROLLER_PKG := ./bootstrap/kubeadm/internal/controllers/kubeadmconfig
 
-E2E_PKG := ./test/e2e
+# The e2e packages, in the test module.
+E2E_PKG := ./e2e
 
-CAPI_E2E_PKG := ./test/e2e/capi
+CAPI_E2E_PKG := ./e2e/capi
+CAPI_E2E_ARTIFACTS := $(CURDIR)/test/e2e/capi/_artifacts
 # GINKGO_LABEL_FILTER picks Cluster API's specs by spec and format, e.g.
 # 'QuickStart && raw' or 'ignition'; empty runs them all.
 GINKGO_LABEL_FILTER ?=
@@ -176,9 +193,10 @@ GINKGO_NODES ?= 1
 # minutes cold) is outside make test's 75-minute budget.
 test: tools verify lint ## Build tools, check generated files, headers, formatting and lint, vet, run every test (fuzz seeds included), the e2e suite and Cluster API's smoke specs.
 	$(call phase,vet)
-	go vet ./...
+	for m in $(GO_MODULES); do (cd $$m && go vet ./...) || exit 1; done
 	$(call phase,unit and envtest tests)
-	go test -count=1 $$(go list ./... | grep -v -e '/test/e2e$$' -e '/test/e2e/management$$')
+	for m in . internal/release hack; do (cd $$m && go test -count=1 ./...) || exit 1; done
+	cd test && go test -count=1 $$(go list ./... | grep -v -e '/test/e2e$$' -e '/test/e2e/management$$')
 	$(call phase,e2e)
 	$(MAKE) test-e2e
 	$(call phase,Cluster API e2e specs (smoke))
@@ -190,34 +208,34 @@ test: tools verify lint ## Build tools, check generated files, headers, formatti
 .PHONY: test-e2e
 test-e2e: ## Run the e2e suite: Cluster API's controllers, simulated hosts, real cloud-init/Ignition/kubeadm (needs root).
 	hack/tools.sh e2e
-	go test -count=1 -timeout=40m -v $(E2E_PKG)
+	$(GO_TEST_MODULE) test -count=1 -timeout=40m -v $(E2E_PKG)
 
-MANAGEMENT_E2E_PKG := ./test/e2e/management
+MANAGEMENT_E2E_PKG := ./e2e/management
 
 .PHONY: test-e2e-management
 test-e2e-management: ## Check the releases clusterctl installs (cert-manager, Cluster API, this and the simulated provider), built from source, and `clusterctl init` of a management cluster on hosts (needs root; not part of make test).
 	hack/tools.sh e2e upstream-releases
-	go test -count=1 -timeout=30m -v $(MANAGEMENT_E2E_PKG)
+	$(GO_TEST_MODULE) test -count=1 -timeout=30m -v $(MANAGEMENT_E2E_PKG)
 
 .PHONY: test-e2e-capi
 test-e2e-capi: ## Run Cluster API's own e2e specs in every format (needs root); GINKGO_LABEL_FILTER picks some, GINKGO_NODES runs that many side by side.
 	hack/tools.sh e2e ginkgo
-	$$(hack/tools.sh path ginkgo) run --tags e2e --procs=$(GINKGO_NODES) -v --label-filter='$(GINKGO_LABEL_FILTER)' --timeout=180m \
-		--output-dir=$(CAPI_E2E_PKG)/_artifacts --json-report=report.json $(CAPI_E2E_PKG)
+	cd test && $$(../hack/tools.sh path ginkgo) run --tags e2e --procs=$(GINKGO_NODES) -v --label-filter='$(GINKGO_LABEL_FILTER)' --timeout=180m \
+		--output-dir=$(CAPI_E2E_ARTIFACTS) --json-report=report.json $(CAPI_E2E_PKG)
 
 .PHONY: test-versions
 test-versions: ## Validate what every format renders, for each supported Kubernetes minor, with that minor's kubeadm, and boot the oldest and newest minors' clusters (builds them; needs root).
 	hack/tools.sh e2e oldest-newest kubeadm-matrix
 	go test -count=1 -tags versionmatrix -run '^TestVersionMatrix$$' ./bootstrap/kubeadm/internal/bootstrapdata
-	go test -count=1 -tags versionmatrix -timeout=30m -v ./test/e2e/versions
+	$(GO_TEST_MODULE) test -count=1 -tags versionmatrix -timeout=30m -v ./e2e/versions
 
 .PHONY: e2e-capi-results
 e2e-capi-results: ## Write the last make test-e2e-capi run's results into docs/developer/e2e.md.
-	go run ./hack/e2eresults test/e2e/capi/_artifacts/report.json docs/developer/e2e.md
+	$(GO_TOOLS_MODULE) run ./e2eresults $(CAPI_E2E_ARTIFACTS)/report.json $(CURDIR)/docs/developer/e2e.md
 
 .PHONY: e2e-capi-upgrade-results
 e2e-capi-upgrade-results: ## Write the last make test-e2e-capi run's Kubernetes upgrades (time, availability) into docs/developer/e2e.md.
-	go run ./hack/e2eresults -upgrades test/e2e/capi/_artifacts/report.json docs/developer/e2e.md
+	$(GO_TOOLS_MODULE) run ./e2eresults -upgrades $(CAPI_E2E_ARTIFACTS)/report.json $(CURDIR)/docs/developer/e2e.md
 
 .PHONY: bench-requests
 bench-requests: ## Count the API requests the controller makes per KubeadmConfig (one benchmark round).
@@ -246,7 +264,7 @@ bench: bench-requests ## Benchmark the renderers side by side with upstream Clus
 
 .PHONY: bench-tables
 bench-tables: ## Write docs/developer/performance.md's tables from the outputs in docs/developer/bench.
-	go run ./hack/benchtables $(BENCH_DIR) docs/developer/performance.md
+	$(GO_TOOLS_MODULE) run ./benchtables $(CURDIR)/$(BENCH_DIR) $(CURDIR)/docs/developer/performance.md
 
 SCALE_SIZES ?= 100,500,1000
 # Extra flags for both managers in the scale run (the same for both).
@@ -257,7 +275,7 @@ SCALE_IMPLS ?= ours,upstream
 .PHONY: bench-scale
 bench-scale: ## Scale run: this manager and upstream's side by side on one API server, N = SCALE_SIZES (not part of make test).
 	hack/tools.sh envtest benchstat
-	SCALE_SIZES=$(SCALE_SIZES) SCALE_FLAGS="$(SCALE_FLAGS)" go test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=90m -v ./test/scale | tee $(BENCH_DIR)/scale.txt
+	SCALE_SIZES=$(SCALE_SIZES) SCALE_FLAGS="$(SCALE_FLAGS)" $(GO_TEST_MODULE) test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=90m -v ./scale | tee $(BENCH_DIR)/scale.txt
 	$$(hack/tools.sh path benchstat) -col /impl $(BENCH_DIR)/scale.txt
 	$(MAKE) bench-tables
 
@@ -270,7 +288,7 @@ WITHOUT_KLOG := grep --line-buffered -v -E '^[IWEF][0-9]{4} [0-9:.]+ +[0-9]+ [^ 
 .PHONY: bench-scale-clusters
 bench-scale-clusters: ## Many-cluster scale run (Cluster API's in-memory workload API servers): SCALE_SHAPES=1x1000,100x10,1000x1,1000x3 (CLUSTERSxMACHINES), SCALE_IMPLS=ours,upstream (not part of make test).
 	hack/tools.sh envtest benchstat
-	SCALE_SHAPES=$(SCALE_SHAPES) SCALE_IMPLS=$(SCALE_IMPLS) SCALE_FLAGS="$(SCALE_FLAGS)" go test -run='^$$' -bench='^BenchmarkScaleClusters$$' -benchtime=1x -timeout=180m -v ./test/scale | $(WITHOUT_KLOG) | tee $(BENCH_DIR)/$(SCALE_CLUSTERS_OUT)
+	SCALE_SHAPES=$(SCALE_SHAPES) SCALE_IMPLS=$(SCALE_IMPLS) SCALE_FLAGS="$(SCALE_FLAGS)" $(GO_TEST_MODULE) test -run='^$$' -bench='^BenchmarkScaleClusters$$' -benchtime=1x -timeout=180m -v ./scale | $(WITHOUT_KLOG) | tee $(BENCH_DIR)/$(SCALE_CLUSTERS_OUT)
 	$$(hack/tools.sh path benchstat) -col /impl $(BENCH_DIR)/$(SCALE_CLUSTERS_OUT)
 	$(MAKE) bench-tables
 
@@ -281,7 +299,7 @@ bench-scale-one-cluster: ## 10,000 machines in one cluster beside 1,000, both ma
 .PHONY: bench-scale-arrival
 bench-scale-arrival: ## Steady arrival: SCALE_ARRIVAL_RATE machines a second (10) for SCALE_ARRIVAL_DURATION (5m) across SCALE_ARRIVAL_CLUSTERS (1000), latency per machine, SCALE_IMPLS (not part of make test).
 	hack/tools.sh envtest benchstat
-	SCALE_IMPLS=$(SCALE_IMPLS) SCALE_FLAGS="$(SCALE_FLAGS)" go test -run='^$$' -bench='^BenchmarkScaleArrival$$' -benchtime=1x -timeout=120m -v ./test/scale | $(WITHOUT_KLOG) | tee $(BENCH_DIR)/arrival.txt
+	SCALE_IMPLS=$(SCALE_IMPLS) SCALE_FLAGS="$(SCALE_FLAGS)" $(GO_TEST_MODULE) test -run='^$$' -bench='^BenchmarkScaleArrival$$' -benchtime=1x -timeout=120m -v ./scale | $(WITHOUT_KLOG) | tee $(BENCH_DIR)/arrival.txt
 	$$(hack/tools.sh path benchstat) -col /impl $(BENCH_DIR)/arrival.txt
 	$(MAKE) bench-tables
 
@@ -291,12 +309,12 @@ bench-scale-arrival: ## Steady arrival: SCALE_ARRIVAL_RATE machines a second (10
 demo: ## Main job: Cluster API's quick start with this provider on simulated hosts (BOOTSTRAP_FORMAT=cloud-config|ignition|raw, CONTROL_PLANE_REPLICAS=1; root; Ctrl-C stops).
 	hack/tools.sh e2e kubectl clusterctl upstream-releases
 	mkdir -p $(BIN_DIR)
-	go build -o $(BIN_DIR)/demo ./test/e2e/demo
+	$(GO_TEST_MODULE) build -o $(CURDIR)/$(BIN_DIR)/demo ./e2e/demo
 	exec $(BIN_DIR)/demo
 
 .PHONY: run
 run: ## Start a local API server with the CRDs and run the manager against it (Ctrl-C stops).
 	hack/tools.sh envtest
 	go build -o $(BIN_DIR)/manager ./bootstrap/kubeadm/cmd/manager
-	go build -o $(BIN_DIR)/runlocal ./hack/runlocal
+	$(GO_TOOLS_MODULE) build -o $(CURDIR)/$(BIN_DIR)/runlocal ./runlocal
 	exec $(BIN_DIR)/runlocal $(BIN_DIR)/manager $(ARGS)

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/mod/modfile"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
@@ -128,8 +129,8 @@ func TestLinksResolve(t *testing.T) {
 var layoutPath = regexp.MustCompile("`([^`]+)`")
 
 // TestLayoutCoversEveryPackage: the developer guide's layout table names
-// every Go package of the module (itself or a folder above it), and every
-// path it names exists.
+// every Go module of the repository and every package of each (itself or a
+// folder above it), and every path it names exists.
 func TestLayoutCoversEveryPackage(t *testing.T) {
 	var listed []string
 	for _, line := range strings.Split(read(t, "docs/developer/layout.md"), "\n") {
@@ -147,30 +148,79 @@ func TestLayoutCoversEveryPackage(t *testing.T) {
 			}
 		}
 	}
-	out, err := exec.Command("go", "list", "-json=ImportPath", "../...").Output()
+	for _, module := range goModules(t) {
+		if !slices.Contains(listed, filepath.ToSlash(filepath.Join(module, "go.mod"))) {
+			t.Errorf("the layout has no row for the module %s/go.mod", module)
+		}
+		for _, dir := range packageDirs(t, module) {
+			switch {
+			case dir == "docs":
+			case strings.HasPrefix(dir, "test/"):
+				// The test tree is where a contributor looks for a home for a
+				// test: each of its packages says what it is for.
+				if !slices.Contains(listed, dir) {
+					t.Errorf("the layout has no row of its own for %s", dir)
+				}
+			case !slices.ContainsFunc(listed, func(p string) bool { return dir == p || strings.HasPrefix(dir, p+"/") }):
+				t.Errorf("the layout does not name %s", dir)
+			}
+		}
+	}
+}
+
+// modulePath is the product module's path; the repository's other modules
+// (tests, tools, release builders) lie under it.
+const modulePath = "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm"
+
+// goModules are the directories, relative to the repository root, of the
+// repository's Go modules whose paths lie under the product's: each has its
+// packages in the layout.
+func goModules(t *testing.T) []string {
+	t.Helper()
+	var modules []string
+	err := filepath.WalkDir(repoRoot, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "go.mod" {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if path := modfile.ModulePath(b); path == modulePath || strings.HasPrefix(path, modulePath+"/") {
+			rel, err := filepath.Rel(repoRoot, filepath.Dir(p))
+			if err != nil {
+				return err
+			}
+			modules = append(modules, filepath.ToSlash(rel))
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const module = "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/"
+	return modules
+}
+
+// packageDirs lists the package directories of the module in dir, relative
+// to the repository root.
+func packageDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath", "./...")
+	cmd.Dir = filepath.Join(repoRoot, dir)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list in %s: %v", dir, err)
+	}
+	var dirs []string
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	for dec.More() {
 		var pkg struct{ ImportPath string }
 		if err := dec.Decode(&pkg); err != nil {
 			t.Fatal(err)
 		}
-		dir := strings.TrimPrefix(pkg.ImportPath, module)
-		switch {
-		case dir == "docs":
-		case strings.HasPrefix(dir, "test/"):
-			// The test tree is where a contributor looks for a home for a
-			// test: each of its packages says what it is for.
-			if !slices.Contains(listed, dir) {
-				t.Errorf("the layout has no row of its own for %s", dir)
-			}
-		case !slices.ContainsFunc(listed, func(p string) bool { return dir == p || strings.HasPrefix(dir, p+"/") }):
-			t.Errorf("the layout does not name %s", dir)
-		}
+		dirs = append(dirs, strings.TrimPrefix(pkg.ImportPath, modulePath+"/"))
 	}
+	return dirs
 }
 
 // expand turns a/{b,c}/d into a/b/d and a/c/d.

@@ -27,9 +27,9 @@ major() { local v=${1#v}; echo "${v%%.*}"; }
 minor() { local v=${1#v}; v=${v#*.}; echo "${v%%.*}"; }
 
 # The ginkgo CLI runs suites written with the ginkgo library and must be of
-# the library's version, so go.mod pins both.
+# the library's version, so the test module's go.mod pins both.
 ginkgo_version() {
-  (cd "${repo_root}" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2)
+  (cd "${repo_root}/test" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2)
 }
 
 tool_path() {
@@ -158,34 +158,42 @@ build_ignition() {
     github.com/coreos/ignition/v2/internal "-X github.com/coreos/ignition/v2/internal/distro.selinuxRelabel=false -X github.com/coreos/ignition/v2/internal/version.Raw=${IGNITION_VERSION}"
 }
 
-# in_module <module> <version> <package>: whether this repository's go.mod has
-# the module at exactly that version and resolves every import of the
-# package. A tool from such a module is built here (build_here), compiled as
-# make test compiles this module (static, -trimpath), so vet and the tests
-# reuse its packages.
-in_module() {
-  [[ "$(cd "${repo_root}" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' "$1" 2>/dev/null)" == "$2" ]] &&
-    (cd "${repo_root}" && GOFLAGS=-mod=readonly go list -deps "$3" >/dev/null 2>&1)
+# module_dir <module> <version> <package>: the first of this repository's Go
+# modules (the product's, then test/ and hack/) whose go.mod has the module at
+# exactly that version and resolves every import of the package. A tool from
+# such a module is built there (build_here), compiled as make test compiles
+# that module (static, -trimpath), so vet and the tests reuse its packages.
+GO_MODULE_DIRS=(. test hack)
+module_dir() {
+  local d
+  for d in "${GO_MODULE_DIRS[@]}"; do
+    if [[ "$(cd "${repo_root}/${d}" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' "$1" 2>/dev/null)" == "$2" ]] &&
+      (cd "${repo_root}/${d}" && GOFLAGS=-mod=readonly go list -deps "$3" >/dev/null 2>&1); then
+      echo "${repo_root}/${d}"
+      return 0
+    fi
+  done
+  return 1
 }
 
-# build_here <out> <package> [ldflags]
+# build_here <module dir> <out> <package> [ldflags]
 build_here() {
-  local out=$1 pkg=$2 ldflags=${3:-}
+  local dir=$1 out=$2 pkg=$3 ldflags=${4:-}
   mkdir -p "$(dirname "${out}")"
-  (cd "${repo_root}" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}") || { rm -f "${out}.tmp"; return 1; }
+  (cd "${dir}" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}") || { rm -f "${out}.tmp"; return 1; }
   mv "${out}.tmp" "${out}"
 }
 
 # clusterctl from the Cluster API release go.mod pins, with its version stamped
 # so that it knows which contract it speaks.
 build_clusterctl() {
-  local out ldflags
+  local out ldflags dir
   out=$(tool_path clusterctl)
   [[ -x "${out}" ]] && return 0
   log "building clusterctl ${CLUSTER_API_VERSION}"
   ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=${CLUSTER_API_VERSION} -X sigs.k8s.io/cluster-api/version.gitMajor=$(major "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitMinor=$(minor "${CLUSTER_API_VERSION}") -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
-  if in_module sigs.k8s.io/cluster-api "${CLUSTER_API_VERSION}" sigs.k8s.io/cluster-api/cmd/clusterctl; then
-    build_here "${out}" sigs.k8s.io/cluster-api/cmd/clusterctl "${ldflags}"
+  if dir=$(module_dir sigs.k8s.io/cluster-api "${CLUSTER_API_VERSION}" sigs.k8s.io/cluster-api/cmd/clusterctl); then
+    build_here "${dir}" "${out}" sigs.k8s.io/cluster-api/cmd/clusterctl "${ldflags}"
     return
   fi
   # Cluster API's go.mod replaces its api module with a local path; pin the release instead.
@@ -226,12 +234,12 @@ install_node_packages() {
   apt_install_package jq "the JSON filter that template runs on nodes" /usr/bin/jq
 }
 
-# The e2e nodes' images, tagged as kubeadm asks for them (hack/nodeimages).
+# The e2e nodes' images, tagged as kubeadm asks for them (test/tools/nodeimages).
 build_node_images() {
   for t in kubeadm envtest kube-controller-manager kube-scheduler kube-proxy coredns node-packages; do build "${t}"; done
   [[ -f "$(tool_path node-images)/images.json" ]] && return 0
-  log "building the e2e nodes' images (hack/nodeimages)"
-  (cd "${repo_root}" && go run ./hack/nodeimages --kubernetes-version "${KUBERNETES_VERSION}" --out "$(tool_path node-images)")
+  log "building the e2e nodes' images (test/tools/nodeimages)"
+  (cd "${repo_root}/test" && go run ./tools/nodeimages --kubernetes-version "${KUBERNETES_VERSION}" --out "$(tool_path node-images)")
 }
 
 # build_node_release <version>: a release of NODE_RELEASES, its node
@@ -291,12 +299,12 @@ build_cert_manager() {
 }
 
 # What Cluster API's and cert-manager's releases publish for clusterctl
-# (images, components, metadata), built from source (hack/upstreamreleases).
+# (images, components, metadata), built from source (test/tools/upstreamreleases).
 build_upstream_releases() {
   build cert-manager
   [[ -f "$(tool_path upstream-releases)/releases.json" ]] && return 0
-  log "building Cluster API's and cert-manager's release images and components (hack/upstreamreleases)"
-  (cd "${repo_root}" && GOFLAGS=-mod=readonly go run ./hack/upstreamreleases --out "$(tool_path upstream-releases)")
+  log "building Cluster API's and cert-manager's release images and components (test/tools/upstreamreleases)"
+  (cd "${repo_root}/test" && GOFLAGS=-mod=readonly go run ./tools/upstreamreleases --out "$(tool_path upstream-releases)")
 }
 
 build_envtest() {
@@ -312,12 +320,12 @@ build_envtest() {
 # go_install <name> <package> <version> [module]: from this repository's
 # module when it has the module at that version (build_here), else go install.
 go_install() {
-  local name=$1 pkg=$2 version=$3 module=${4:-} out gobin
+  local name=$1 pkg=$2 version=$3 module=${4:-} out gobin dir
   out=$(tool_path "${name}")
   [[ -x "${out}" ]] && return 0
   log "installing ${name} ${version}"
-  if [[ -n "${module}" ]] && in_module "${module}" "${version}" "${pkg}"; then
-    build_here "${out}" "${pkg}"
+  if [[ -n "${module}" ]] && dir=$(module_dir "${module}" "${version}" "${pkg}"); then
+    build_here "${dir}" "${out}" "${pkg}"
     return
   fi
   gobin=$(mktemp -d)

@@ -45,9 +45,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/components"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/gobuild"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/components"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/gobuild"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/ociimage"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 )
 
@@ -124,7 +124,7 @@ func ImageTarball(arch string) string {
 // WriteImage builds the manager for platform and writes its image, tagged
 // ref, as a docker-archive tarball at path.
 func WriteImage(path string, ref name.Tag, platform v1.Platform) error {
-	binary, err := gobuild.Static("./bootstrap/kubeadm/cmd/manager", platform)
+	binary, err := gobuild.Static(repodir.Root(), "./bootstrap/kubeadm/cmd/manager", platform)
 	if err != nil {
 		return err
 	}

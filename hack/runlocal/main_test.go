@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
 )
 
@@ -78,10 +79,11 @@ func alive(pid int) bool {
 // manager, the API server and etcd.
 func TestParentKilledStopsEverything(t *testing.T) {
 	dir := t.TempDir()
-	for name, pkg := range map[string]string{"runlocal": "./hack/runlocal", "manager": "./bootstrap/kubeadm/cmd/manager"} {
-		if err := process.Build(filepath.Join(dir, name), pkg); err != nil {
-			t.Fatal(err)
-		}
+	if err := process.BuildIn(repodir.ToolsModule(), filepath.Join(dir, "runlocal"), "./runlocal"); err != nil {
+		t.Fatal(err)
+	}
+	if err := process.Build(filepath.Join(dir, "manager"), "./bootstrap/kubeadm/cmd/manager"); err != nil {
+		t.Fatal(err)
 	}
 	// bash stands for make: it runs runlocal as its child.
 	parent := exec.Command("bash", "-c", `"$@"; echo runlocal exited`, "bash", filepath.Join(dir, "runlocal"), filepath.Join(dir, "manager"),

@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package repodir finds this repository's root directory at run time, for the
-// tests, the demo and the release tool that read its manifests and examples.
+// tests, the demo and the release tool that read its manifests and examples,
+// and the directories of its Go modules, for those that build binaries.
 package repodir
 
 import (
@@ -48,4 +49,16 @@ func Root() string {
 		}
 		d = parent
 	}
+}
+
+// TestModule is the directory of the test module (test/go.mod): the e2e, the
+// simulated provider and the tools that build their world. Its packages
+// build only there; the product module does not require what they link.
+func TestModule() string {
+	return filepath.Join(Root(), "test")
+}
+
+// ToolsModule is the directory of the developer tools' module (hack/go.mod).
+func ToolsModule() string {
+	return filepath.Join(Root(), "hack")
 }

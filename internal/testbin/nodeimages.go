@@ -32,7 +32,7 @@ type NodeImage struct {
 	File string `json:"file"`
 }
 
-// NodeImages is what hack/nodeimages wrote for the pinned versions.
+// NodeImages is what test/tools/nodeimages wrote for the pinned versions.
 type NodeImages struct {
 	// Dir holds the tarballs, the manifest and the seed.
 	Dir    string      `json:"-"`
@@ -56,7 +56,7 @@ func (n *NodeImages) Image(component string) (NodeImage, error) {
 // importing the tarballs again.
 func (n *NodeImages) ContainerdSeed() string { return filepath.Join(n.Dir, NodeImagesSeedDir) }
 
-// Names of what hack/nodeimages writes into NodeImagesDir.
+// Names of what test/tools/nodeimages writes into NodeImagesDir.
 const (
 	NodeImagesManifest = "images.json"
 	NodeImagesSeedDir  = "containerd-seed"
@@ -70,7 +70,7 @@ const TestImage = "busybox"
 // Cluster API's e2e framework names it.
 const FrameworkPauseImage = "framework-pause"
 
-// NodeImagesDir is where hack/nodeimages writes the images of the default
+// NodeImagesDir is where test/tools/nodeimages writes the images of the default
 // release (hack/tools.sh node-images).
 func NodeImagesDir() string { return DefaultRelease().NodeImagesDir() }
 

@@ -130,14 +130,14 @@ func (r Release) Path(name string) (string, error) {
 	return p, nil
 }
 
-// NodeImagesDir is where hack/nodeimages writes the release's node images.
+// NodeImagesDir is where test/tools/nodeimages writes the release's node images.
 func (r Release) NodeImagesDir() string {
 	v := Versions
 	return filepath.Join(CacheDir(), "node-images", fmt.Sprintf("%s-%s-etcd%s-coredns%s-r%s",
 		r.Kubernetes, v["KUBERNETES_TOOLS_BUILD"], r.Etcd, r.CoreDNS, v["NODE_IMAGES_REVISION"]))
 }
 
-// LoadNodeImages reads the manifest hack/nodeimages wrote last for the
+// LoadNodeImages reads the manifest test/tools/nodeimages wrote last for the
 // release, once it finished (the manifest is written after every tarball and
 // the seed).
 func (r Release) LoadNodeImages() (*NodeImages, error) {

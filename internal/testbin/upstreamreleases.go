@@ -23,7 +23,7 @@ import (
 	"path/filepath"
 )
 
-// UpstreamReleases is what hack/upstreamreleases wrote: the images and the
+// UpstreamReleases is what test/tools/upstreamreleases wrote: the images and the
 // clusterctl repository of Cluster API's providers and of cert-manager at
 // the pinned versions.
 type UpstreamReleases struct {
@@ -37,13 +37,13 @@ type UpstreamReleases struct {
 // cert-manager/<version>/cert-manager.yaml.
 func (u *UpstreamReleases) Repository() string { return filepath.Join(u.Dir, UpstreamRepositoryDir) }
 
-// Names of what hack/upstreamreleases writes into UpstreamReleasesDir.
+// Names of what test/tools/upstreamreleases writes into UpstreamReleasesDir.
 const (
 	UpstreamReleasesManifest = "releases.json"
 	UpstreamRepositoryDir    = "repository"
 )
 
-// UpstreamReleasesDir is where hack/upstreamreleases writes for the pinned
+// UpstreamReleasesDir is where test/tools/upstreamreleases writes for the pinned
 // versions (hack/tools.sh upstream-releases).
 func UpstreamReleasesDir() string {
 	v := Versions
@@ -51,7 +51,7 @@ func UpstreamReleasesDir() string {
 		v["CLUSTER_API_VERSION"], v["CERT_MANAGER_VERSION"], v["CERT_MANAGER_BUILD"], v["UPSTREAM_RELEASES_REVISION"]))
 }
 
-// LoadUpstreamReleases reads the manifest hack/upstreamreleases wrote last,
+// LoadUpstreamReleases reads the manifest test/tools/upstreamreleases wrote last,
 // once it finished.
 func LoadUpstreamReleases() (*UpstreamReleases, error) {
 	dir := UpstreamReleasesDir()

@@ -28,11 +28,17 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 )
 
-// Build builds a package of this module (or one it requires) into out, from
-// the repository root, as `go build -o out pkg`.
+// Build builds a package of the product module (or one it requires) into
+// out, from the repository root, as `go build -o out pkg`.
 func Build(out, pkg string) error {
+	return BuildIn(repodir.Root(), out, pkg)
+}
+
+// BuildIn builds pkg in the Go module whose directory is moduleDir: a package
+// of the test module builds only in its own (repodir.TestModule).
+func BuildIn(moduleDir, out, pkg string) error {
 	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = repodir.Root()
+	cmd.Dir = moduleDir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building %s: %w\n%s", pkg, err, b)
 	}

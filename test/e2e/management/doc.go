@@ -17,6 +17,6 @@ limitations under the License.
 // Package management tests what a management cluster runs as its users
 // install it: the releases clusterctl installs (cert-manager, Cluster API's
 // providers) as this repository builds them from source (hack/certmanager,
-// hack/upstreamreleases), and nodes whose machine image carries them.
+// test/tools/upstreamreleases), and nodes whose machine image carries them.
 // make test-e2e-management runs it.
 package management

@@ -18,7 +18,7 @@ limitations under the License.
 // clusters: machines, MachineDeployments, MachinePools, KubeadmControlPlanes
 // and a ClusterClass, whose specs make the simulated hosts Kubernetes nodes.
 // It builds only: scenarios, Cluster API's specs (through their flavors),
-// hack/e2eflavors and the demo create what it builds.
+// test/tools/e2eflavors and the demo create what it builds.
 package objects
 
 import (

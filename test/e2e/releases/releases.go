@@ -35,9 +35,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/components"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/gobuild"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/components"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/gobuild"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/ociimage"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/moduledir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
@@ -209,9 +209,14 @@ func (r *Releases) write(label, version, file string, yml []byte, metadata strin
 // buildOurImage runs the release tool for this machine's platform, as make
 // image does.
 func buildOurImage(out string) (host.ImageArchive, error) {
-	cmd := exec.Command("go", "run", "./hack/release", "--image-only", "--out", out,
+	// The tool runs in its own module's directory.
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return host.ImageArchive{}, err
+	}
+	cmd := exec.Command("go", "run", "./release", "--image-only", "--out", out,
 		"--registry", "ghcr.io/cabpk-formats", "--tag", OurVersion, "--platforms", platform.OS+"/"+platform.Architecture)
-	cmd.Dir = repodir.Root()
+	cmd.Dir = repodir.ToolsModule()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return host.ImageArchive{}, fmt.Errorf("building this provider's image: %w\n%s", err, b)
 	}
@@ -228,7 +233,7 @@ func buildSimulatedImage(out string) (host.ImageArchive, error) {
 	if err != nil {
 		return host.ImageArchive{}, err
 	}
-	binary, err := gobuild.Static("./test/infrastructure/simulated/cmd/manager", platform)
+	binary, err := gobuild.Static(repodir.TestModule(), "./infrastructure/simulated/cmd/manager", platform)
 	if err != nil {
 		return host.ImageArchive{}, err
 	}

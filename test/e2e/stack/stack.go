@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 
@@ -167,7 +168,7 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	s.progress("building the simulated provider's manager (test/infrastructure/simulated/cmd/manager)")
 	simulatedBin := filepath.Join(s.opts.StateDir, "simulated-manager")
-	if err := process.Build(simulatedBin, "./test/infrastructure/simulated/cmd/manager"); err != nil {
+	if err := process.BuildIn(repodir.TestModule(), simulatedBin, "./infrastructure/simulated/cmd/manager"); err != nil {
 		return err
 	}
 	s.progress("creating the simulated hosts' network")

@@ -31,7 +31,7 @@ import (
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 )
 
-// dataDir is where hack/e2eflavors writes the templates.
+// dataDir is where test/tools/e2eflavors writes the templates.
 var dataDir = filepath.Join("..", "data", "infrastructure-simulated")
 
 // TestCommittedTemplatesAreCurrent regenerates every template and compares it

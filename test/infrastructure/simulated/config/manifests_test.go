@@ -30,7 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/components"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/components"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/manager"
 )
 

@@ -35,7 +35,7 @@ type NodeRelease struct {
 	// (kubelet, kubeadm, kubectl, ignition), as paths of this machine.
 	Tools map[string]string
 	// ContainerdSeed is a containerd root holding the release's node images
-	// (hack/nodeimages); PauseImage is the sandbox image among them.
+	// (test/tools/nodeimages); PauseImage is the sandbox image among them.
 	ContainerdSeed string
 	PauseImage     string
 	// Shared are the release's images that nodes of the Lab's other

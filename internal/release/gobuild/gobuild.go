@@ -15,9 +15,9 @@ limitations under the License.
 */
 
 // Package gobuild builds the static binaries that go into container images:
-// a package of this module, or of a module it requires, built from the
-// repository's root as the release builds its manager (cgo off, paths
-// trimmed, symbols and build ID stripped), for a platform.
+// a package of one of the repository's modules, or of a module it requires,
+// built in that module's directory as the release builds its manager (cgo
+// off, paths trimmed, symbols and build ID stripped), for a platform.
 package gobuild
 
 import (
@@ -28,13 +28,11 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 )
 
-// Static builds pkg for platform, with more linker flags (version stamps,
-// say), and returns the binary.
-func Static(pkg string, platform v1.Platform, ldflags ...string) ([]byte, error) {
+// Static builds pkg in the module whose directory is moduleDir for platform,
+// with more linker flags (version stamps, say), and returns the binary.
+func Static(moduleDir, pkg string, platform v1.Platform, ldflags ...string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "gobuild-")
 	if err != nil {
 		return nil, err
@@ -43,7 +41,7 @@ func Static(pkg string, platform v1.Platform, ldflags ...string) ([]byte, error)
 	out := filepath.Join(dir, "binary")
 	flags := strings.Join(append([]string{"-s", "-w", "-buildid="}, ldflags...), " ")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", flags, "-o", out, pkg)
-	cmd.Dir = repodir.Root()
+	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+platform.OS, "GOARCH="+platform.Architecture)
 	if platform.Variant != "" && platform.Architecture == "arm" {
 		cmd.Env = append(cmd.Env, "GOARM="+strings.TrimPrefix(platform.Variant, "v"))

@@ -47,9 +47,10 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/components"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/gobuild"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/components"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/gobuild"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/ociimage"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/moduledir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 )
@@ -118,7 +119,7 @@ func clusterAPIReleases(out string) ([]testbin.NodeImage, error) {
 	for _, p := range components.ClusterAPIProviders {
 		start := time.Now()
 		ref := p.ImageRef(version)
-		binary, err := gobuild.Static(p.Package, platform, versionStamp(version))
+		binary, err := gobuild.Static(repodir.TestModule(), p.Package, platform, versionStamp(version))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.Label, err)
 		}

@@ -47,7 +47,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/ociimage"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/ociimage"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/repodir"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
@@ -194,7 +195,8 @@ func imageFor(release testbin.Release, component, ref string, platform v1.Platfo
 		}
 		defer os.RemoveAll(dir)
 		binary = filepath.Join(dir, "pause")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", binary, "./hack/nodeimages/pause")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", binary, "./tools/nodeimages/pause")
+		cmd.Dir = repodir.TestModule()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("building pause: %w\n%s", err, b)
@@ -238,7 +240,7 @@ func imageFor(release testbin.Release, component, ref string, platform v1.Platfo
 		return nil, err
 	}
 	config.Labels = map[string]string{"org.opencontainers.image.title": component, "org.opencontainers.image.version": tag,
-		"org.opencontainers.image.description": "built by hack/nodeimages for the e2e nodes, from binaries built from source"}
+		"org.opencontainers.image.description": "built by test/tools/nodeimages for the e2e nodes, from binaries built from source"}
 	return ociimage.Image([]v1.Layer{layer}, platform, config)
 }
 
