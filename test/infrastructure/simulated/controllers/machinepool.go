@@ -72,24 +72,38 @@ func (r *MachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controll
 		Complete(r)
 }
 
+// launchTemplate is what a pool's new instances boot with: the MachinePool's
+// Kubernetes version and the name of its bootstrap data secret, as
+// cluster-api-provider-aws keeps them on its launch template.
+type launchTemplate struct {
+	version, dataSecretName string
+}
+
+// outdates reports whether an instance was launched from another template.
+// What the instance's status lost (after a move or a restore) counts as up
+// to date: those must not roll the pool.
+func (t launchTemplate) outdates(in infrav1.SimulatedInstance) bool {
+	return in.Version != "" && in.Version != t.version || in.DataSecretName != "" && in.DataSecretName != t.dataSecretName
+}
+
 // plannedInstances is the pool's instances after one step towards want
-// instances of version, and the ones to stop. Instances of another version
-// are replaced one at a time, as a scaling group's rolling refresh does: one
-// new instance first (a surge of one), then, once every new one has
-// bootstrapped, the oldest outdated one goes. Otherwise the pool scales,
-// the oldest instances going first. An instance of unknown version (the
-// pool's status was lost) counts as up to date: a restore or a move must not
-// roll the pool.
-func plannedInstances(current []infrav1.SimulatedInstance, want int, version string, newName func() string) (keep, retired []infrav1.SimulatedInstance) {
+// instances of the template, and the ones to stop. Instances of another
+// version or data secret name are replaced one at a time, as a scaling
+// group's rolling refresh does: one new instance first (a surge of one),
+// then, once every new one has bootstrapped, the oldest outdated one goes.
+// Otherwise the pool scales, the oldest instances going first. A new data
+// secret of the same name (a rotated token) rolls nothing, as with
+// cluster-api-provider-aws, which rolls on the name only.
+func plannedInstances(current []infrav1.SimulatedInstance, want int, tmpl launchTemplate, newName func() string) (keep, retired []infrav1.SimulatedInstance) {
 	keep = slices.Clone(current)
-	outdated := func(in infrav1.SimulatedInstance) bool { return in.Version != "" && in.Version != version }
+	outdated := tmpl.outdates
 	oldest := slices.IndexFunc(keep, outdated)
 	if oldest < 0 {
 		if len(keep) > want {
 			retired, keep = keep[:len(keep)-want], keep[len(keep)-want:]
 		}
 		for len(keep) < want {
-			keep = append(keep, infrav1.SimulatedInstance{Name: newName(), HostPhase: infrav1.HostPending, Version: version})
+			keep = append(keep, tmpl.instance(newName()))
 		}
 		return keep, retired
 	}
@@ -108,9 +122,14 @@ func plannedInstances(current []infrav1.SimulatedInstance, want int, version str
 		retired = []infrav1.SimulatedInstance{keep[oldest]}
 		keep = slices.Delete(keep, oldest, oldest+1)
 	case upToDate < want:
-		keep = append(keep, infrav1.SimulatedInstance{Name: newName(), HostPhase: infrav1.HostPending, Version: version})
+		keep = append(keep, tmpl.instance(newName()))
 	}
 	return keep, retired
+}
+
+// instance is a new instance of the template, not started yet.
+func (t launchTemplate) instance(name string) infrav1.SimulatedInstance {
+	return infrav1.SimulatedInstance{Name: name, HostPhase: infrav1.HostPending, Version: t.version, DataSecretName: t.dataSecretName}
 }
 
 func instanceKey(pool *infrav1.SimulatedMachinePool, instance string) string {
@@ -161,7 +180,8 @@ func (r *MachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, err
 		}
 	}
-	instances, retired := plannedInstances(instances, want, mp.Spec.Template.Spec.Version, func() string {
+	tmpl := launchTemplate{version: mp.Spec.Template.Spec.Version, dataSecretName: secret.Name}
+	instances, retired := plannedInstances(instances, want, tmpl, func() string {
 		return pool.Name + "-" + utilrand.String(5)
 	})
 	if !slices.Equal(instances, pool.Status.Instances) {

@@ -256,6 +256,13 @@ type SimulatedInstance struct {
 	// MachinePool's at the time; empty when the pool's status was lost.
 	// +optional
 	Version string `json:"version,omitempty"`
+
+	// dataSecretName is the name of the bootstrap data secret the instance
+	// booted from, the MachinePool's at the time: a new name rolls the pool,
+	// new content under the same name (a rotated token) does not. Empty
+	// when the pool's status was lost.
+	// +optional
+	DataSecretName string `json:"dataSecretName,omitempty"`
 }
 
 // SimulatedMachinePoolStatus follows Cluster API's InfraMachinePool contract.
