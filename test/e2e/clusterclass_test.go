@@ -47,8 +47,10 @@ import (
 // format (workerFormat, overridden per MachineDeployment), the class's
 // patches setting each format's own fields. One topology change then makes
 // the control plane raw (KCP replaces every machine, one by one, the cluster
-// answering throughout) and moves a MachineDeployment to raw; at steady
-// state nothing rolls out, before or after.
+// answering throughout), moves a MachineDeployment to raw and the
+// MachinePool to Ignition (the pool rolls, every instance then running the
+// class's Ignition patch); at steady state nothing rolls out, before or
+// after.
 func TestClusterClassCluster(t *testing.T) {
 	t.Parallel()
 	w := workload.NewClassCluster(t, workload.ClassClusterInput{
@@ -78,8 +80,8 @@ func TestClusterClassCluster(t *testing.T) {
 	// machines one by one), a MachineDeployment becomes raw (a new
 	// bootstrap template: it rolls too) and the MachinePool Ignition
 	// (Cluster API patches the pool's KubeadmConfig in place: its data is
-	// rendered again for its next instances). The cluster answers
-	// throughout.
+	// rendered again under a new name, and the pool rolls). The cluster
+	// answers throughout.
 	avail := w.WatchAvailability()
 	w.ChangeTopology(func(topology *clusterv1.Topology) {
 		workload.SetVariable(&topology.Variables, objects.ControlPlaneFormatVariable, bootstrapv1.CloudConfig)
@@ -109,22 +111,19 @@ func TestClusterClassCluster(t *testing.T) {
 	w.ExpectClassFormats(want)
 	w.ExpectNoKCPRollout(3, 1)
 
-	// The pool's instances kept the data they booted with (the simulated
-	// cloud, like a scaling group without an instance refresh, replaces
-	// none); one more instance, asked for through the topology, boots with
-	// the rendered-again data: Ignition, with the class's Ignition patch.
-	w.ExpectPoolConsumers(pool, bootstrapv1.Raw)
+	// The pool rolled: its config's data went into a data secret of a new
+	// name, and the simulated cloud, as cluster-api-provider-aws does,
+	// replaced the instances launched from another name, one at a time.
+	// Every instance runs Ignition with the class's Ignition patch; so does
+	// one more, asked for through the topology.
+	w.WaitForPoolRollout(pool, bootstrapv1.Ignition, 2, 10*time.Minute)
+	w.ExpectPoolConsumers(pool, bootstrapv1.Ignition)
 	w.ChangeTopology(func(topology *clusterv1.Topology) { topology.Workers.MachinePools[0].Replicas = ptr.To[int32](3) })
 	w.WaitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.Ignition}, 3, 5*time.Minute)
-	w.ExpectPoolConsumers(pool, bootstrapv1.Raw, bootstrapv1.Raw, bootstrapv1.Ignition)
-	instances := w.SimulatedPool(pool).Status.Instances
-	for i, in := range instances {
-		wantWritten := "none"
-		if i == len(instances)-1 {
-			wantWritten = string(bootstrapv1.Ignition)
-		}
-		if got := strings.TrimSpace(w.OnHost(in.Name, "sh", "-c", "cat "+objects.FormatPatchFile+" 2>/dev/null || echo none")); got != wantWritten {
-			t.Errorf("pool instance %s: %s holds %q, want %q", in.Name, objects.FormatPatchFile, got, wantWritten)
+	w.ExpectPoolConsumers(pool, bootstrapv1.Ignition)
+	for _, in := range w.SimulatedPool(pool).Status.Instances {
+		if got := strings.TrimSpace(w.OnHost(in.Name, "sh", "-c", "cat "+objects.FormatPatchFile+" 2>/dev/null || echo none")); got != string(bootstrapv1.Ignition) {
+			t.Errorf("pool instance %s: %s holds %q, want %q", in.Name, objects.FormatPatchFile, got, bootstrapv1.Ignition)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -51,18 +52,26 @@ func (w *Cluster) ClassPool(topologyName string) string {
 // PoolDataFormat is the format the MachinePool's data secret was rendered in.
 func (w *Cluster) PoolDataFormat(pool string) bootstrapv1.Format {
 	w.t.Helper()
+	name := w.PoolDataSecretName(pool)
+	if name == "" {
+		return ""
+	}
+	s := &corev1.Secret{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), s); err != nil {
+		return ""
+	}
+	return bootstrapv1.Format(s.Data["format"])
+}
+
+// PoolDataSecretName is the data secret the MachinePool names, "" before
+// Cluster API copied it from the pool's KubeadmConfig.
+func (w *Cluster) PoolDataSecretName(pool string) string {
+	w.t.Helper()
 	mp := &clusterv1.MachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
 		w.t.Fatal(err)
 	}
-	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
-		return ""
-	}
-	s := &corev1.Secret{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, *mp.Spec.Template.Spec.Bootstrap.DataSecretName), s); err != nil {
-		return ""
-	}
-	return bootstrapv1.Format(s.Data["format"])
+	return ptr.Deref(mp.Spec.Template.Spec.Bootstrap.DataSecretName, "")
 }
 
 // ClassClusterInput says how NewClassCluster makes a cluster.

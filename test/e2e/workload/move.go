@@ -140,8 +140,9 @@ func (mv Moved) ExpectMoved(w *Cluster) {
 		uids[c.Name] = string(c.UID)
 	}
 	for name, s := range w.DataSecretObjects() {
-		if ref := metav1.GetControllerOf(&s); ref == nil || string(ref.UID) != uids[name] {
-			w.t.Errorf("data secret %s: its controller is %v, not its KubeadmConfig (UID %s)", name, ref, uids[name])
+		// A MachinePool's data secret is named by revision, not after its config.
+		if ref := metav1.GetControllerOf(&s); ref == nil || ref.Kind != "KubeadmConfig" || uids[ref.Name] == "" || string(ref.UID) != uids[ref.Name] {
+			w.t.Errorf("data secret %s: its controller is %v, not a KubeadmConfig's new UID", name, ref)
 		}
 	}
 	w.t.Logf("%d Machines, %d MachineSets and %d data secrets as they were (the Machines' unchanged), each owned by its config's new UID",

@@ -77,6 +77,30 @@ func (w *Cluster) WaitForPools(pools map[string]bootstrapv1.Format, want int32, 
 	}, func() string { return strings.Join(problems, "\n") })
 }
 
+// WaitForPoolRollout waits until every instance of the pool was launched
+// from the data secret the MachinePool names now, then until the pool has
+// want ready instances (WaitForPools).
+func (w *Cluster) WaitForPoolRollout(pool string, format bootstrapv1.Format, want int32, timeout time.Duration) {
+	w.t.Helper()
+	outdated := func() []string {
+		mp := &clusterv1.MachinePool{}
+		if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
+			w.t.Fatal(err)
+		}
+		current := ptr.Deref(mp.Spec.Template.Spec.Bootstrap.DataSecretName, "")
+		var out []string
+		for _, in := range w.SimulatedPool(pool).Status.Instances {
+			if in.DataSecretName != current {
+				out = append(out, fmt.Sprintf("%s launched from %q, the pool names %q", in.Name, in.DataSecretName, current))
+			}
+		}
+		return out
+	}
+	w.WaitFor(timeout, "every instance of "+pool+" launched from the pool's data secret", func() bool { return len(outdated()) == 0 },
+		func() string { return strings.Join(outdated(), "\n") })
+	w.WaitForPools(map[string]bootstrapv1.Format{pool: format}, want, timeout)
+}
+
 // ExpectPoolConsumers checks which program ran each instance's data, oldest
 // first: one format for all, or one per instance.
 func (w *Cluster) ExpectPoolConsumers(pool string, formats ...bootstrapv1.Format) {

@@ -33,6 +33,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
 // BootingWorker waits until a MachineDeployment has a Machine (not among
@@ -82,7 +83,7 @@ func (w *Cluster) WaitForRotation(pool string, within time.Duration) {
 	before := w.PoolTokenID(pool)
 	w.WaitFor(within, "the pool's token to rotate, in its spec and its data", func() bool {
 		tok := w.poolToken(pool)
-		data := w.DataSecretObjects()[pool].Data["value"]
+		data := w.DataSecretObjects()[w.PoolDataSecretName(pool)].Data["value"]
 		return !strings.HasPrefix(tok, before+".") && bytes.Contains(data, []byte(tok))
 	})
 }
@@ -91,11 +92,19 @@ func (w *Cluster) WaitForRotation(pool string, within time.Duration) {
 // to replicas and checks the new instances booted with the rotated data.
 func (w *Cluster) RotateAndScale(pool string, replicas int32, within time.Duration) {
 	w.t.Helper()
+	before := w.SimulatedPool(pool).Status.Instances
 	w.WaitForRotation(pool, within)
 	old := len(w.SimulatedPool(pool).Status.Instances)
 	w.ScalePool(pool, replicas)
 	w.WaitForPools(map[string]bootstrapv1.Format{pool: bootstrapv1.CloudConfig}, replicas, 4*time.Minute)
 	instances := w.SimulatedPool(pool).Status.Instances
+	// The rotation rewrote the pool's data secret under its name: the
+	// simulated cloud, which rolls on a new name, replaced no instance.
+	for _, earlier := range before {
+		if !slices.ContainsFunc(instances, func(in infrav1.SimulatedInstance) bool { return in.Name == earlier.Name }) {
+			w.t.Errorf("pool %s: instance %s was replaced across a token rotation", pool, earlier.Name)
+		}
+	}
 	for _, in := range instances[old:] {
 		for _, earlier := range instances[:old] {
 			if in.DataSecretVersion == earlier.DataSecretVersion {

@@ -64,6 +64,12 @@ const (
 	// its config's spec changes (ClusterClass patches a pool's config in
 	// place), so that the pool's next instances get the change.
 	ConfigGenerationAnnotation = "bootstrap.cluster.x-k8s.io/config-generation"
+	// PreviousDataSecretAnnotation names, on a MachinePool's data secret,
+	// the data secret of the pool's previous revision. A MachinePool's data
+	// secret is named after its config and a digest of the data apart from
+	// its token, so a spec change gives it a new name the infrastructure can
+	// roll on; the previous one stays while instances may boot from it.
+	PreviousDataSecretAnnotation = "bootstrap.cluster.x-k8s.io/previous-data-secret"
 	// LegacyBootstrapTokenKey held the token in the data secrets of earlier
 	// versions of this provider; it is read once, to move the token into
 	// the spec.

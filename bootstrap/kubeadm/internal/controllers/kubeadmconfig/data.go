@@ -95,10 +95,10 @@ func (r *Reconciler) writeData(ctx context.Context, s *scope, action plan.Action
 	if o := r.putDataSecret(ctx, s, out, nil); o.stops() {
 		return o
 	}
-	s.cfg.Status.DataSecretName = s.cfg.Name
+	s.cfg.Status.DataSecretName = out.name
 	s.cfg.Status.Initialization.DataSecretCreated = ptr.To(true)
 	s.dataAvailable()
-	ctrl.LoggerFrom(ctx).Info("Created the bootstrap data secret", "action", action, "format", out.data.Format)
+	ctrl.LoggerFrom(ctx).Info("Created the bootstrap data secret", "action", action, "format", out.data.Format, "Secret", out.name)
 	if action == plan.ActionInit {
 		r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, bootstrapv1.ControlPlaneInitDataEvent, "Bootstrap",
 			"%s initializes the control plane of Cluster %s", s.owner, s.cluster.Name)
@@ -140,12 +140,18 @@ func (r *Reconciler) writtenBefore(ctx context.Context, s *scope) (bool, error) 
 }
 
 // rendered is bootstrap data with the token a provider made for it, if any,
-// and, for a rotation, the token the data carried before.
+// and, for a rotation, the token the data carried before. name is the data
+// secret it belongs in: the config's name, or a MachinePool's revision.
 type rendered struct {
 	data     *bootstrapdata.Data
 	token    *bootstraptoken.Token
 	previous *bootstraptoken.Token
 	expires  time.Time
+	name     string
+	// previousSecret is the revision a pool's new revision follows, and
+	// carried the annotations it takes over from it.
+	previousSecret string
+	carried        map[string]string
 }
 
 // render gathers the inputs and renders the format. A join's token is the
@@ -165,6 +171,12 @@ func (r *Reconciler) render(ctx context.Context, s *scope, action plan.Action) (
 	if out.data, err = bootstrapdata.Render(p); err != nil {
 		r.refusef(s, bootstrapv1.KubeadmConfigRenderFailedReason, "The %s renderer refused the configuration: %v", p.Format, err)
 		return nil, halt(ctrl.Result{})
+	}
+	out.name = s.cfg.Name
+	if s.owner.pool != nil {
+		if out.name, err = revisionName(s.cfg.Name, p, s.cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token); err != nil {
+			return nil, fail(err)
+		}
 	}
 	if err := out.data.FitsSecret(); err != nil {
 		r.refusef(s, bootstrapv1.KubeadmConfigBootstrapDataTooLargeReason, "%s", capitalized(err.Error()))
@@ -243,12 +255,12 @@ func (r *Reconciler) warnf(s *scope, conditionType, reason, format string, args 
 	}
 }
 
-// desiredDataSecret is the data secret for out: named after the config,
-// controlled by it, labelled with the cluster, of Cluster API's secret type.
+// desiredDataSecret is the data secret for out: named after the config (a
+// MachinePool's after its revision), controlled by it, labelled with the cluster, of Cluster API's secret type.
 func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            s.cfg.Name,
+			Name:            out.name,
 			Namespace:       s.cfg.Namespace,
 			Labels:          map[string]string{clusterv1.ClusterNameLabel: s.cluster.Name},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s.cfg, bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))},
@@ -256,7 +268,10 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 		Type: clusterv1.ClusterSecretType,
 		Data: out.data.SecretData(),
 	}
-	sec.Annotations = map[string]string{bootstrapv1.ConfigGenerationAnnotation: strconv.FormatInt(s.cfg.Generation, 10)}
+	sec.Annotations = mergeMaps(map[string]string{bootstrapv1.ConfigGenerationAnnotation: strconv.FormatInt(s.cfg.Generation, 10)}, out.carried)
+	if out.previousSecret != "" {
+		sec.Annotations[bootstrapv1.PreviousDataSecretAnnotation] = out.previousSecret
+	}
 	if out.token != nil {
 		sec.Annotations = mergeMaps(sec.Annotations, tokenAnnotations(*out.token))
 	}
@@ -317,8 +332,9 @@ func (r *Reconciler) putDataSecret(ctx context.Context, s *scope, out *rendered,
 // cannotTake says why an existing Secret is not the config's data secret to
 // write, or "" when it is: of Cluster API's secret type, and controlled by a
 // KubeadmConfig of the config's name (itself, or itself before a move gave
-// it a new UID), or by nothing and named after the config (as after a
-// restore that dropped owner references, which upstream adopts too). A
+// it a new UID), or by nothing and named after the config or one of its
+// revisions (as after a restore that dropped owner references, which
+// upstream adopts too). A
 // Secret of another name that a Machine or MachinePool points at is never
 // taken: anyone who may write those could otherwise hand the config, say,
 // a Cluster's kubeconfig to overwrite or to have garbage-collected with it.
@@ -328,7 +344,7 @@ func cannotTake(sec *corev1.Secret, cfg *bootstrapv1.KubeadmConfig) string {
 	}
 	c := metav1.GetControllerOf(sec)
 	switch {
-	case c == nil && sec.Name == cfg.Name:
+	case c == nil && (sec.Name == cfg.Name || isRevisionOf(sec.Name, cfg.Name)):
 		return ""
 	case c == nil:
 		return "is neither named after this KubeadmConfig nor controlled by it"
@@ -412,6 +428,9 @@ func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) outcome {
 			return o.with(r.reconcileToken(ctx, s, sec))
 		}
 	}
+	if err := r.prunePrevious(ctx, s, sec); err != nil {
+		return fail(err)
+	}
 	return r.reconcileToken(ctx, s, sec)
 }
 
@@ -424,15 +443,26 @@ func poolSpecChanged(s *scope, sec *corev1.Secret) bool {
 	return s.owner.pool != nil && ok && recorded != strconv.FormatInt(s.cfg.Generation, 10)
 }
 
-// renderAgain renders a MachinePool's changed config into its data secret for
-// the pool's next instances, with the token in its spec; tok, when not nil,
-// is that token and a provider's, named on the secret as looked after.
+// renderAgain renders a MachinePool's changed config for the pool's next
+// instances, with the token in its spec, into a new revision when what they
+// get changed (and in place when it did not); tok, when not nil, is that
+// token and a provider's, named on the secret as looked after.
 func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secret, tok *bootstraptoken.Token) outcome {
 	out, o := r.render(ctx, s, plan.ActionJoin)
 	if o.stops() {
 		return o
 	}
 	out.token = tok
+	if out.name != sec.Name {
+		if o := r.newRevision(ctx, s, sec, out); o.stops() {
+			return o
+		}
+		s.dataAvailable()
+		ctrl.LoggerFrom(ctx).Info("Rendered the MachinePool's data into a new revision", "generation", s.cfg.Generation, "format", out.data.Format, "Secret", out.name)
+		r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, bootstrapv1.BootstrapDataUpdatedEvent, "Bootstrap",
+			"Rendered the data of %s (%s) into the new data secret %s: its KubeadmConfig changed (generation %d), so the pool's instances roll", s.owner, out.data.Format, out.name, s.cfg.Generation)
+		return outcome{}
+	}
 	existing := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sec), existing); err != nil {
 		return fail(fmt.Errorf("reading the data secret to render it again: %w", err))
@@ -444,7 +474,7 @@ func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secr
 	s.dataAvailable()
 	ctrl.LoggerFrom(ctx).Info("Rendered the MachinePool's data again", "generation", s.cfg.Generation, "format", out.data.Format)
 	r.Recorder.Eventf(s.cfg, s.owner.object(), corev1.EventTypeNormal, bootstrapv1.BootstrapDataUpdatedEvent, "Bootstrap",
-		"Rendered the data of %s again (%s) for its next instances: its KubeadmConfig changed (generation %d)", s.owner, out.data.Format, s.cfg.Generation)
+		"Rendered the data of %s again (%s): its KubeadmConfig changed (generation %d), what its instances get did not", s.owner, out.data.Format, s.cfg.Generation)
 	return outcome{}
 }
 
@@ -453,7 +483,7 @@ func (r *Reconciler) renderAgain(ctx context.Context, s *scope, sec *corev1.Secr
 // one (its nodeRef, or its Node in the workload cluster while a move or a
 // restore left it without one) the event says what happened.
 func (r *Reconciler) dataSecretGone(ctx context.Context, s *scope, key client.ObjectKey) outcome {
-	joined := s.owner.joined() || key.Name != s.cfg.Name
+	joined := s.owner.joined() || key.Name != s.cfg.Name && !(s.owner.pool != nil && isRevisionOf(key.Name, s.cfg.Name))
 	if !joined {
 		var o outcome
 		if joined, o = r.joinedInWorkload(ctx, s); o.stops() {

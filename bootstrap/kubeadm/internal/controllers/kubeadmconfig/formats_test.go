@@ -52,7 +52,7 @@ func joinSpec(format bootstrapv1.Format, controlPlane bool) bootstrapv1.KubeadmC
 // the format's real consumers' validators over it.
 func checkDataSecret(t *testing.T, cfg *bootstrapv1.KubeadmConfig, cluster string, sec *corev1.Secret, format bootstrapv1.Format) {
 	t.Helper()
-	if sec.Name != cfg.Name || sec.Type != clusterv1.ClusterSecretType || sec.Labels[clusterv1.ClusterNameLabel] != cluster {
+	if sec.Name != cfg.Name && !revisionOf(cfg.Name).MatchString(sec.Name) || sec.Type != clusterv1.ClusterSecretType || sec.Labels[clusterv1.ClusterNameLabel] != cluster {
 		t.Errorf("%s: data secret name/type/label: %s %s %v", cfg.Name, sec.Name, sec.Type, sec.Labels)
 	}
 	if c := metav1.GetControllerOf(sec); c == nil || c.UID != cfg.UID || c.Kind != "KubeadmConfig" {

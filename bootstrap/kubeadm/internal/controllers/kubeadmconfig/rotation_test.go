@@ -70,8 +70,11 @@ func TestRotationKeepsThePreviousTokenWhileInstancesJoin(t *testing.T) {
 		}
 		oldExpires = expires
 	}
+	if err := mgmt.Client.Get(p.ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
+		t.Fatal(err)
+	}
 	sec := &corev1.Secret{}
-	if err := mgmt.Client.Get(p.ctx, client.ObjectKeyFromObject(cfg), sec); err != nil {
+	if err := mgmt.Client.Get(p.ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.Status.DataSecretName}, sec); err != nil {
 		t.Fatal(err)
 	}
 	if sec.Annotations[bootstrapv1.PreviousBootstrapTokenIDAnnotation] != old.ID {
@@ -82,7 +85,7 @@ func TestRotationKeepsThePreviousTokenWhileInstancesJoin(t *testing.T) {
 	setPoolNodes(t, p.fixture, pool, "pool-0", "pool-1")
 	p.halfTTL()
 	p.reconcile(r, cfg)
-	if err := mgmt.Client.Get(p.ctx, client.ObjectKeyFromObject(cfg), sec); err != nil {
+	if err := mgmt.Client.Get(p.ctx, client.ObjectKeyFromObject(sec), sec); err != nil {
 		t.Fatal(err)
 	}
 	if sec.Annotations[bootstrapv1.PreviousBootstrapTokenIDAnnotation] == old.ID {

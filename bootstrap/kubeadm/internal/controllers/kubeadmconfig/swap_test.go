@@ -121,8 +121,9 @@ func (f *fixture) waitForRotation(who string, cfg *bootstrapv1.KubeadmConfig, ol
 		if tok.ID == old.ID {
 			return false
 		}
+		f.get(cfg)
 		sec := &corev1.Secret{}
-		if err := mgmt.Client.Get(f.ctx, client.ObjectKeyFromObject(cfg), sec); err != nil {
+		if err := mgmt.Client.Get(f.ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.Status.DataSecretName}, sec); err != nil {
 			return false
 		}
 		_, kubeadm, err := consumers.KubeadmConfigIn(string(sec.Data["format"]), sec.Data["value"])

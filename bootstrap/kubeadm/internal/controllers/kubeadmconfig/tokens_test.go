@@ -18,7 +18,6 @@ package kubeadmconfig_test
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,6 +228,9 @@ func TestMachinePoolTokenRotation(t *testing.T) {
 		t.Error("the replaced token must stay valid for instances that picked it up just before")
 	}
 	f.waitFor("a BootstrapTokenRotated event", 10*time.Second, func() bool { return hasEvent(t, cfg, bootstrapv1.BootstrapTokenRotatedEvent) })
+	if f.get(cfg); cfg.Status.DataSecretName != sec.Name {
+		t.Errorf("the rotation moved the pool's data from %s to %s: its instances would roll", sec.Name, cfg.Status.DataSecretName)
+	}
 	if n := len(tokensOf(t, cfg)); n != 2 {
 		t.Errorf("%d tokens after one rotation, want the old and the new", n)
 	}
@@ -255,59 +257,4 @@ func (f *fixture) machinePool(name string, replicas int32) *clusterv1.MachinePoo
 	}
 	f.create(pool)
 	return pool
-}
-
-// TestMachinePoolConfigChangeRendersAgain: a change to a MachinePool's
-// KubeadmConfig (as a ClusterClass topology change patches it in place)
-// reaches the pool's data secret at once, in the new format, with the same
-// token (instances still joining with it keep a looked-after token); a
-// status-only reconcile renders nothing again.
-func TestMachinePoolConfigChangeRendersAgain(t *testing.T) {
-	startManager(t)
-	f := newRunningCluster(t)
-	pool := f.machinePool("pool", 2)
-	cfg := f.config("pool", pool, joinSpec(bootstrapv1.Ignition, false))
-	sec := f.waitForData(cfg)
-	id := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]
-	f.get(cfg)
-	if got, want := sec.Annotations[bootstrapv1.ConfigGenerationAnnotation], strconv.FormatInt(cfg.Generation, 10); got != want {
-		t.Fatalf("data secret rendered from generation %q, want %q", got, want)
-	}
-
-	before := cfg.DeepCopy()
-	cfg.Spec.Format = bootstrapv1.CloudConfig
-	if err := mgmt.Client.Patch(f.ctx, cfg, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
-	}
-	// The status is written after the data secret, at the end of the reconcile.
-	f.waitFor("the pool's data rendered again as cloud-config, and the status", 10*time.Second, func() bool {
-		f.get(sec)
-		f.get(cfg)
-		return string(sec.Data["format"]) == string(bootstrapv1.CloudConfig) && cfg.Status.ObservedGeneration == cfg.Generation
-	})
-	checkDataSecret(t, cfg, f.cluster.Name, sec, bootstrapv1.CloudConfig)
-	if got := sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation]; got != id {
-		t.Errorf("rendering again replaced the token %s by %s", id, got)
-	}
-	if _, ok := tokenSecret(t, id); !ok {
-		t.Error("the pool's token is gone from the workload cluster")
-	}
-	if got, want := sec.Annotations[bootstrapv1.ConfigGenerationAnnotation], strconv.FormatInt(cfg.Generation, 10); got != want {
-		t.Errorf("data secret rendered from generation %q, want %q", got, want)
-	}
-	f.waitFor("a BootstrapDataUpdated event", 10*time.Second, func() bool { return hasEvent(t, cfg, bootstrapv1.BootstrapDataUpdatedEvent) })
-
-	// A label change wakes the config without changing its spec: the data
-	// stays as it is.
-	version := sec.ResourceVersion
-	before = cfg.DeepCopy()
-	cfg.Labels = map[string]string{"touched": "yes"}
-	if err := mgmt.Client.Patch(f.ctx, cfg, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(3 * time.Second)
-	f.get(sec)
-	if sec.ResourceVersion != version {
-		t.Error("the data secret was written again without a spec change")
-	}
 }

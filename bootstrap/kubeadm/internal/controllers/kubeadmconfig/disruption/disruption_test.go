@@ -488,12 +488,15 @@ func (f *fixture) scalePoolsUp() {
 // its config's spec names.
 func (f *fixture) poolsConsistent() bool {
 	f.t.Helper()
-	for name, tok := range f.poolTokens() {
+	for _, c := range f.configs() {
+		if !strings.HasPrefix(c.Name, "pool-") {
+			continue
+		}
 		sec := &corev1.Secret{}
-		if err := f.client().Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, sec); err != nil {
+		if err := f.client().Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: c.Status.DataSecretName}, sec); err != nil {
 			return false
 		}
-		if sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] != tokenID(tok) {
+		if sec.Annotations[bootstrapv1.BootstrapTokenIDAnnotation] != tokenID(c.Spec.JoinConfiguration.Discovery.BootstrapToken.Token) {
 			return false
 		}
 	}
