@@ -19,7 +19,7 @@ limitations under the License.
 // docs/developer/bench, so every figure on the page comes from one run's
 // output and nothing else. Each table sits between marker lines naming it.
 //
-//	go run ./hack/benchtables docs/developer/bench docs/developer/performance.md
+//	go -C hack run ./benchtables "$PWD/docs/developer/bench" "$PWD/docs/developer/performance.md"
 package main
 
 import (

@@ -25,7 +25,9 @@ limitations under the License.
 // conflicting v1beta2 entry (plus its printer columns). A parser per kind only
 // ever sees this repository's package when it collects versions.
 //
-//	go run ./hack/crdgen -output-dir bootstrap/kubeadm/config/crd/bases ./bootstrap/kubeadm/api/...
+//	go -C hack build -o "$PWD/bin/crdgen" ./crdgen && bin/crdgen -output-dir bootstrap/kubeadm/config/crd/bases ./bootstrap/kubeadm/api/...
+//
+// It runs in the product module's directory: it loads the packages from there.
 package main
 
 import (

@@ -20,7 +20,7 @@ limitations under the License.
 // with -upgrades, the table of the run's Kubernetes upgrades instead (their
 // report entries: time and what the availability probe saw).
 //
-//	go run ./hack/e2eresults [-upgrades] test/e2e/capi/_artifacts/report.json docs/developer/e2e.md
+//	go -C hack run ./e2eresults [-upgrades] "$PWD/test/e2e/capi/_artifacts/report.json" "$PWD/docs/developer/e2e.md"
 package main
 
 import (

@@ -18,7 +18,7 @@ limitations under the License.
 // field rule table (internal/fieldrules), so the page can never disagree
 // with admission.
 //
-//	go run ./hack/formatsdoc docs/reference/fields.md
+//	go -C hack run ./formatsdoc "$PWD/docs/reference/fields.md"
 package main
 
 import (

@@ -27,7 +27,7 @@ limitations under the License.
 //
 //   - metadata.yaml, and checksums.txt over everything.
 //
-//     go run ./hack/release --out out --registry ghcr.io/cabpk-formats --tag v0.1.0 \
+//     go -C hack run ./release --out "$PWD/out" --registry ghcr.io/cabpk-formats --tag v0.1.0 \
 //     [--platforms linux/amd64,linux/arm64] [--image-only]
 package main
 

@@ -20,7 +20,7 @@ limitations under the License.
 // binary against it until interrupted. It is what `make run` does, so the
 // provider can be tried on a machine with no cluster.
 //
-//	go run ./hack/runlocal <manager binary> [manager flags...]
+//	go -C hack run ./runlocal <manager binary> [manager flags...]
 //
 // Ctrl-C, SIGTERM to this process, or the end of the process that started it
 // (make, killed) stops the manager, then the API server and etcd: nothing is
