@@ -292,9 +292,9 @@ func (w *Cluster) DataSecrets() (all, orphaned []string) {
 		if s.Type != clusterv1.ClusterSecretType || len(s.OwnerReferences) == 0 || s.OwnerReferences[0].Kind != "KubeadmConfig" {
 			continue
 		}
-		// A config's data secret has its name; the cluster's CA secrets
-		// are owned by the first control plane's config too.
-		if s.Name == s.OwnerReferences[0].Name {
+		// A config's data secret has its name (a pool's, its revision's); the
+		// cluster's CA secrets are owned by the first control plane's config too.
+		if isDataSecretOf(s.Name, s.OwnerReferences[0].Name) {
 			all = append(all, s.Name)
 		}
 		err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: s.OwnerReferences[0].Name}, &bootstrapv1.KubeadmConfig{})

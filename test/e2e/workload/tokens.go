@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -134,11 +135,23 @@ func (w *Cluster) DataSecretObjects() map[string]corev1.Secret {
 	}
 	out := map[string]corev1.Secret{}
 	for _, s := range secrets.Items {
-		if s.Type == clusterv1.ClusterSecretType && len(s.OwnerReferences) > 0 && s.OwnerReferences[0].Kind == "KubeadmConfig" && s.Name == s.OwnerReferences[0].Name {
+		if s.Type == clusterv1.ClusterSecretType && len(s.OwnerReferences) > 0 && s.OwnerReferences[0].Kind == "KubeadmConfig" && isDataSecretOf(s.Name, s.OwnerReferences[0].Name) {
 			out[s.Name] = s
 		}
 	}
 	return out
+}
+
+// revisionDigest is how a MachinePool's data secret name ends after its
+// config's name (docs/user/topologies.md); the certificates a config owns
+// are named otherwise.
+var revisionDigest = regexp.MustCompile(`^-[0-9a-f]{10}$`)
+
+// isDataSecretOf reports whether a Secret named name that the config named
+// config owns is its data secret: named after it, or a pool's revision.
+func isDataSecretOf(name, config string) bool {
+	rest, ok := strings.CutPrefix(name, config)
+	return ok && (rest == "" || revisionDigest.MatchString(rest))
 }
 
 // Kept is what a swap must leave as it is: the Machines and MachineSets (a

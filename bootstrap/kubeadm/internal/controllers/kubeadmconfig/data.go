@@ -523,9 +523,23 @@ func (r *Reconciler) ensureControllerRef(ctx context.Context, s *scope, sec *cor
 		return halt(ctrl.Result{})
 	}
 	orig := sec.DeepCopy()
+	if c := metav1.GetControllerOf(sec); c == nil || c.UID != s.cfg.UID {
+		rebaseGeneration(s, sec)
+	}
 	sec.OwnerReferences = util.EnsureOwnerRef(dropControllers(sec.OwnerReferences), ref)
 	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
 		return fail(fmt.Errorf("setting the owner of the data secret %s: %w", klog.KObj(sec), err))
 	}
 	return outcome{}
+}
+
+// rebaseGeneration records the config's generation on a data secret it took
+// over from itself under another UID: a move or a restore created the
+// config anew, so its generation counts from one again, and the one the
+// secret recorded says nothing of a spec change (a pool would otherwise roll
+// for the move).
+func rebaseGeneration(s *scope, sec *corev1.Secret) {
+	if _, ok := sec.Annotations[bootstrapv1.ConfigGenerationAnnotation]; ok {
+		sec.Annotations[bootstrapv1.ConfigGenerationAnnotation] = strconv.FormatInt(s.cfg.Generation, 10)
+	}
 }

@@ -196,6 +196,16 @@ func TestPoolRevisionKeptAcrossARestore(t *testing.T) {
 	if restored.Status.DataSecretName != sec.Name {
 		t.Errorf("the restored config names %s; want its revision %s", restored.Status.DataSecretName, sec.Name)
 	}
+	// The restored config's generation counts anew: that is no spec change,
+	// and nothing is rendered again (a pool whose data secret is named after
+	// its config, as upstream's provider names it, would roll).
+	time.Sleep(3 * time.Second)
+	if f.get(sec); sec.Annotations[bootstrapv1.ConfigGenerationAnnotation] != strconv.FormatInt(restored.Generation, 10) {
+		t.Errorf("the data secret records generation %s, the restored config has %d", sec.Annotations[bootstrapv1.ConfigGenerationAnnotation], restored.Generation)
+	}
+	if hasEvent(t, restored, bootstrapv1.BootstrapDataUpdatedEvent) {
+		t.Error("the restore rendered the pool's data again, as if its spec had changed")
+	}
 }
 
 // TestPoolRevisionNameTakenByAnotherConfig: a Machine's config named like a
