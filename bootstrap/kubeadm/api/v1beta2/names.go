@@ -64,6 +64,10 @@ const (
 	// its config's spec changes (ClusterClass patches a pool's config in
 	// place), so that the pool's next instances get the change.
 	ConfigGenerationAnnotation = "bootstrap.cluster.x-k8s.io/config-generation"
+	// ConfigUIDAnnotation is the UID of the KubeadmConfig whose generation
+	// ConfigGenerationAnnotation counts: clusterctl move and restores create
+	// the config anew, its generation starting again, which is no spec change.
+	ConfigUIDAnnotation = "bootstrap.cluster.x-k8s.io/config-uid"
 	// PreviousDataSecretAnnotation names, on a MachinePool's data secret,
 	// the data secret of the pool's previous revision. A MachinePool's data
 	// secret is named after its config and a digest of the data apart from

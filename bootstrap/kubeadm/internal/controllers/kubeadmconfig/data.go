@@ -268,7 +268,7 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 		Type: clusterv1.ClusterSecretType,
 		Data: out.data.SecretData(),
 	}
-	sec.Annotations = mergeMaps(map[string]string{bootstrapv1.ConfigGenerationAnnotation: strconv.FormatInt(s.cfg.Generation, 10)}, out.carried)
+	sec.Annotations = mergeMaps(generationAnnotations(s.cfg), out.carried)
 	if out.previousSecret != "" {
 		sec.Annotations[bootstrapv1.PreviousDataSecretAnnotation] = out.previousSecret
 	}
@@ -280,6 +280,12 @@ func desiredDataSecret(s *scope, out *rendered) *corev1.Secret {
 			bootstrapv1.PreviousBootstrapTokenIDAnnotation: out.previous.ID, bootstrapv1.PreviousBootstrapTokenHashAnnotation: out.previous.Hash()})
 	}
 	return sec
+}
+
+// generationAnnotations record on a data secret which config, at which
+// generation, its data was rendered from.
+func generationAnnotations(cfg *bootstrapv1.KubeadmConfig) map[string]string {
+	return map[string]string{bootstrapv1.ConfigGenerationAnnotation: strconv.FormatInt(cfg.Generation, 10), bootstrapv1.ConfigUIDAnnotation: string(cfg.UID)}
 }
 
 // tokenAnnotations record on a data secret the token its data carries.
@@ -412,6 +418,9 @@ func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) outcome {
 	if err := r.moveLegacyToken(ctx, s, sec); err != nil {
 		return fail(err)
 	}
+	if o := r.rebaseGeneration(ctx, s, sec); o.stops() {
+		return o
+	}
 	if poolSpecChanged(s, sec) {
 		var keep *bootstraptoken.Token
 		if tok, ok := s.specToken(); ok && r.vouched(s, sec, tok) {
@@ -436,11 +445,29 @@ func (r *Reconciler) reconcileCreated(ctx context.Context, s *scope) outcome {
 
 // poolSpecChanged reports whether a MachinePool's config changed since its
 // data secret was rendered. Secrets without the generation (written before
-// it was recorded) count as current: rendering every pool again on upgrade
-// would change data nobody asked to change.
+// it was recorded, or by upstream's provider) count as current: rendering
+// every pool again on upgrade would change data nobody asked to change.
 func poolSpecChanged(s *scope, sec *corev1.Secret) bool {
 	recorded, ok := sec.Annotations[bootstrapv1.ConfigGenerationAnnotation]
 	return s.owner.pool != nil && ok && recorded != strconv.FormatInt(s.cfg.Generation, 10)
+}
+
+// rebaseGeneration records a pool config's generation and UID on its data
+// secret when the secret counts the generation of another UID (or of none,
+// as written before the UID was recorded): clusterctl move and restores
+// create the config anew, its generation starting again, and that is no
+// spec change (the pool would roll for a move).
+func (r *Reconciler) rebaseGeneration(ctx context.Context, s *scope, sec *corev1.Secret) outcome {
+	_, counted := sec.Annotations[bootstrapv1.ConfigGenerationAnnotation]
+	if s.owner.pool == nil || !counted || sec.Annotations[bootstrapv1.ConfigUIDAnnotation] == string(s.cfg.UID) {
+		return outcome{}
+	}
+	orig := sec.DeepCopy()
+	sec.Annotations = mergeMaps(sec.Annotations, generationAnnotations(s.cfg))
+	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
+		return fail(fmt.Errorf("recording the config's generation on the data secret %s: %w", klog.KObj(sec), err))
+	}
+	return outcome{}
 }
 
 // renderAgain renders a MachinePool's changed config for the pool's next
@@ -523,23 +550,9 @@ func (r *Reconciler) ensureControllerRef(ctx context.Context, s *scope, sec *cor
 		return halt(ctrl.Result{})
 	}
 	orig := sec.DeepCopy()
-	if c := metav1.GetControllerOf(sec); c == nil || c.UID != s.cfg.UID {
-		rebaseGeneration(s, sec)
-	}
 	sec.OwnerReferences = util.EnsureOwnerRef(dropControllers(sec.OwnerReferences), ref)
 	if err := r.Client.Patch(ctx, sec, client.MergeFrom(orig)); err != nil {
 		return fail(fmt.Errorf("setting the owner of the data secret %s: %w", klog.KObj(sec), err))
 	}
 	return outcome{}
-}
-
-// rebaseGeneration records the config's generation on a data secret it took
-// over from itself under another UID: a move or a restore created the
-// config anew, so its generation counts from one again, and the one the
-// secret recorded says nothing of a spec change (a pool would otherwise roll
-// for the move).
-func rebaseGeneration(s *scope, sec *corev1.Secret) {
-	if _, ok := sec.Annotations[bootstrapv1.ConfigGenerationAnnotation]; ok {
-		sec.Annotations[bootstrapv1.ConfigGenerationAnnotation] = strconv.FormatInt(s.cfg.Generation, 10)
-	}
 }

@@ -150,61 +150,77 @@ func TestPoolSpecChangeIsANewRevision(t *testing.T) {
 	}
 }
 
-// TestPoolRevisionKeptAcrossARestore: a pool's config restored with a new UID
-// and no status finds its revision through the MachinePool, takes it over
-// even without owner references (as a restore may leave it), and keeps its
-// name: the pool does not roll.
+// TestPoolRevisionKeptAcrossARestore: a pool's config re-created with a new
+// UID and no status finds its revision through the MachinePool and keeps
+// its name, whether the revision lost its owner references (a restore) or
+// names the new UID already (clusterctl move rewrites them): the new
+// config's generation counts from one again, which is no spec change, so
+// nothing is rendered again and the pool does not roll.
 func TestPoolRevisionKeptAcrossARestore(t *testing.T) {
-	stop := startManager(t)
-	f := newRunningCluster(t)
-	pool := f.machinePool("pool", 1)
-	cfg := f.config("pool", pool, joinSpec(bootstrapv1.CloudConfig, false))
-	sec := f.waitForData(cfg)
-	stop()
-	stopWebhooks := mgmt.StartWebhooks(t, allGates(t))
+	for _, tc := range []struct {
+		name   string
+		owners func(restored *bootstrapv1.KubeadmConfig) []metav1.OwnerReference
+	}{
+		{"restore without owner references", func(*bootstrapv1.KubeadmConfig) []metav1.OwnerReference { return nil }},
+		{"clusterctl move", func(restored *bootstrapv1.KubeadmConfig) []metav1.OwnerReference {
+			return []metav1.OwnerReference{*metav1.NewControllerRef(restored, bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stop := startManager(t)
+			f := newRunningCluster(t)
+			pool := f.machinePool("pool", 1)
+			cfg := f.config("pool", pool, joinSpec(bootstrapv1.CloudConfig, false))
+			sec := f.waitForData(cfg)
+			stop()
+			stopWebhooks := mgmt.StartWebhooks(t, allGates(t))
 
-	before := pool.DeepCopy()
-	pool.Spec.Template.Spec.Bootstrap.DataSecretName = ptr.To(sec.Name)
-	if err := mgmt.Client.Patch(f.ctx, pool, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
-	}
-	orphaned := sec.DeepCopy()
-	orphaned.OwnerReferences = nil
-	if err := mgmt.Client.Patch(f.ctx, orphaned, client.MergeFrom(sec)); err != nil {
-		t.Fatal(err)
-	}
-	restored := &bootstrapv1.KubeadmConfig{
-		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Namespace: cfg.Namespace, Labels: cfg.Labels, OwnerReferences: cfg.OwnerReferences},
-		Spec:       cfg.Spec,
-	}
-	if err := mgmt.Client.Delete(f.ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	f.waitFor("the old config to be gone", 10*time.Second, func() bool { return mgmt.Client.Create(f.ctx, restored) == nil })
-	stopWebhooks()
+			before := pool.DeepCopy()
+			pool.Spec.Template.Spec.Bootstrap.DataSecretName = ptr.To(sec.Name)
+			if err := mgmt.Client.Patch(f.ctx, pool, client.MergeFrom(before)); err != nil {
+				t.Fatal(err)
+			}
+			restored := &bootstrapv1.KubeadmConfig{
+				ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Namespace: cfg.Namespace, Labels: cfg.Labels, OwnerReferences: cfg.OwnerReferences},
+				Spec:       cfg.Spec,
+			}
+			if err := mgmt.Client.Delete(f.ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			f.waitFor("the old config to be gone", 10*time.Second, func() bool { return mgmt.Client.Create(f.ctx, restored) == nil })
+			if restored.Generation == cfg.Generation {
+				t.Fatalf("the re-created config has generation %d as before: nothing to prove", cfg.Generation)
+			}
+			moved := sec.DeepCopy()
+			moved.OwnerReferences = tc.owners(restored)
+			if err := mgmt.Client.Patch(f.ctx, moved, client.MergeFrom(sec)); err != nil {
+				t.Fatal(err)
+			}
+			stopWebhooks()
 
-	startManager(t)
-	f.waitFor("the revision to be controlled by the restored config", 10*time.Second, func() bool {
-		f.get(sec)
-		c := metav1.GetControllerOf(sec)
-		return c != nil && c.UID == restored.UID
-	})
-	f.waitFor("the restored config's status", 10*time.Second, func() bool {
-		f.get(restored)
-		return ptr.Deref(restored.Status.Initialization.DataSecretCreated, false)
-	})
-	if restored.Status.DataSecretName != sec.Name {
-		t.Errorf("the restored config names %s; want its revision %s", restored.Status.DataSecretName, sec.Name)
-	}
-	// The restored config's generation counts anew: that is no spec change,
-	// and nothing is rendered again (a pool whose data secret is named after
-	// its config, as upstream's provider names it, would roll).
-	time.Sleep(3 * time.Second)
-	if f.get(sec); sec.Annotations[bootstrapv1.ConfigGenerationAnnotation] != strconv.FormatInt(restored.Generation, 10) {
-		t.Errorf("the data secret records generation %s, the restored config has %d", sec.Annotations[bootstrapv1.ConfigGenerationAnnotation], restored.Generation)
-	}
-	if hasEvent(t, restored, bootstrapv1.BootstrapDataUpdatedEvent) {
-		t.Error("the restore rendered the pool's data again, as if its spec had changed")
+			startManager(t)
+			f.waitFor("the revision to be controlled by the restored config", 10*time.Second, func() bool {
+				f.get(sec)
+				c := metav1.GetControllerOf(sec)
+				return c != nil && c.UID == restored.UID
+			})
+			f.waitFor("the restored config's status", 10*time.Second, func() bool {
+				f.get(restored)
+				return ptr.Deref(restored.Status.Initialization.DataSecretCreated, false)
+			})
+			if restored.Status.DataSecretName != sec.Name {
+				t.Errorf("the restored config names %s; want its revision %s", restored.Status.DataSecretName, sec.Name)
+			}
+			time.Sleep(3 * time.Second)
+			if f.get(sec); sec.Annotations[bootstrapv1.ConfigGenerationAnnotation] != strconv.FormatInt(restored.Generation, 10) ||
+				sec.Annotations[bootstrapv1.ConfigUIDAnnotation] != string(restored.UID) {
+				t.Errorf("the data secret counts generation %s of %s; the restored config is at %d, %s", sec.Annotations[bootstrapv1.ConfigGenerationAnnotation],
+					sec.Annotations[bootstrapv1.ConfigUIDAnnotation], restored.Generation, restored.UID)
+			}
+			if hasEvent(t, restored, bootstrapv1.BootstrapDataUpdatedEvent) {
+				t.Error("the pool's data was rendered again, as if its spec had changed")
+			}
+		})
 	}
 }
 
