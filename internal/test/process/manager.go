@@ -19,6 +19,7 @@ package process
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -273,14 +274,18 @@ func (m *Manager) scanMetrics(each func(line string)) error {
 	return sc.Err()
 }
 
+// freePorts returns n different ports that were free a moment ago: each
+// listener stays open until all are picked, or the kernel may hand the same
+// port out twice (a manager's metrics and webhook servers then collide).
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	for i := range ports {
-		p, err := FreeTCPPort()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		ports[i] = p
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
 	return ports, nil
 }
