@@ -285,20 +285,25 @@ func (w *Cluster) ExpectPodNetwork(serverNode, clientNode string) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	// busybox's nc, not its wget: Debian's static build of wget crashes.
-	client := pod("client", clientNode, "sh", "-c",
-		"nslookup kubernetes.default.svc.cluster.local && printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 "+serverIP+" 8080"+
-			" && printf 'GET /v1/hosts?name=pod-network-check HTTP/1.0\\r\\n\\r\\n' | nc -w 10 "+cloudAPI.Hostname()+" "+cloudAPI.Port())
-	phase, logs := w.RunPod(client)
-	w.t.Logf("client pod on %s (%s):\n%s", clientNode, phase, logs)
-	if phase != corev1.PodSucceeded {
-		w.t.Errorf("the client pod on %s failed: DNS through CoreDNS, the web pod on %s (%s) or the Lab's API not reachable", clientNode, serverNode, serverIP)
-	}
-	// CoreDNS answered with the kubernetes Service's cluster IP.
 	svc, err := cs.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	// busybox's nc, not its wget: Debian's static build of wget crashes.
+	// Each step is tried for up to a minute, as Kubernetes' own network
+	// tests poll: a new node's routes reach its peers a moment after it is
+	// Ready.
+	client := pod("client", clientNode, "sh", "-c",
+		untilAnswered("nslookup kubernetes.default.svc.cluster.local", svc.Spec.ClusterIP)+
+			" && "+untilAnswered("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 "+serverIP+" 8080", "hello-from-web")+
+			" && "+untilAnswered("printf 'GET /v1/hosts?name=pod-network-check HTTP/1.0\\r\\n\\r\\n' | nc -w 5 "+cloudAPI.Hostname()+" "+cloudAPI.Port(), "pod-network-check"))
+	phase, logs := w.RunPod(client)
+	w.t.Logf("client pod on %s (%s):\n%s", clientNode, phase, logs)
+	if phase != corev1.PodSucceeded {
+		w.t.Errorf("the client pod on %s failed: DNS through CoreDNS, the web pod on %s (%s) or the Lab's API not reachable", clientNode, serverNode, serverIP)
+		w.logPodRoutes(serverNode, clientNode)
+	}
+	// CoreDNS answered with the kubernetes Service's cluster IP.
 	if !strings.Contains(logs, svc.Spec.ClusterIP) {
 		w.t.Errorf("nslookup from %s did not return the kubernetes Service's address %s", clientNode, svc.Spec.ClusterIP)
 	}
@@ -315,6 +320,28 @@ func (w *Cluster) ExpectPodNetwork(serverNode, clientNode string) {
 	w.ExpectPortForward("pod/web", 8080, "hello-from-web")
 	for _, name := range []string{"web", "client"} {
 		_ = pods.Delete(ctx, name, metav1.DeleteOptions{})
+	}
+}
+
+// untilAnswered is a shell loop that runs command up to six times, five
+// seconds apart, until its output contains want; it prints every attempt's
+// output and fails if none had it.
+func untilAnswered(command, want string) string {
+	return fmt.Sprintf("(for i in 1 2 3 4 5 6; do out=$( { %s; } 2>&1); echo \"$out\"; "+
+		"case \"$out\" in *%q*) exit 0;; esac; echo \"attempt $i: no %s yet\"; sleep 5; done; exit 1)", command, want, want)
+}
+
+// logPodRoutes logs what the hosts of two nodes route and forward, for a
+// pod network check that failed.
+func (w *Cluster) logPodRoutes(nodes ...string) {
+	for _, node := range nodes {
+		h := w.stack.Lab.Host(w.Namespace + "/" + node)
+		if h == nil {
+			w.t.Logf("no host for node %s", node)
+			continue
+		}
+		out, err := h.Exec("sh", "-c", "ip route; ip -br addr; iptables -S FORWARD")
+		w.t.Logf("host of %s (err %v):\n%s", node, err, out)
 	}
 }
 
