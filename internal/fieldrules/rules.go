@@ -64,6 +64,11 @@ type Rule struct {
 	// SetIn lists where a spec sets the field, a field of list items. Where
 	// a format rejects the list as a whole, the items are not looked at.
 	SetIn func(*bootstrapv1.KubeadmConfigSpec, *field.Path) []*field.Path
+	// InPlace says that a change of the field can be applied to a running
+	// machine, so the in-place update extension claims it; a change of any
+	// other field replaces the machine. Only whole fields qualify: a path
+	// without [].
+	InPlace bool
 	// check returns what a restricting format refuses, or what a rejecting
 	// one refuses otherwise than at Field.
 	check func(spec *bootstrapv1.KubeadmConfigSpec, src source, base *field.Path) field.ErrorList
@@ -127,10 +132,21 @@ func itemRejectedInIgnition(note string) map[bootstrapv1.Format]Treatment {
 // Rules is the table, in documentation order.
 var Rules = []Rule{
 	{Field: "clusterConfiguration", Description: "kubeadm ClusterConfiguration (init)"},
+	{Field: "clusterConfiguration.apiServer.extraArgs", Description: "flags of the API server", InPlace: true},
+	{Field: "clusterConfiguration.apiServer.extraEnvs", Description: "environment of the API server", InPlace: true},
+	{Field: "clusterConfiguration.apiServer.extraVolumes", Description: "host paths mounted into the API server", InPlace: true},
+	{Field: "clusterConfiguration.controllerManager.extraArgs", Description: "flags of the controller manager", InPlace: true},
+	{Field: "clusterConfiguration.controllerManager.extraEnvs", Description: "environment of the controller manager", InPlace: true},
+	{Field: "clusterConfiguration.controllerManager.extraVolumes", Description: "host paths mounted into the controller manager", InPlace: true},
+	{Field: "clusterConfiguration.scheduler.extraArgs", Description: "flags of the scheduler", InPlace: true},
+	{Field: "clusterConfiguration.scheduler.extraEnvs", Description: "environment of the scheduler", InPlace: true},
+	{Field: "clusterConfiguration.scheduler.extraVolumes", Description: "host paths mounted into the scheduler", InPlace: true},
+	{Field: "clusterConfiguration.etcd.local.imageTag", Description: "the image tag of local etcd", InPlace: true},
 	{Field: "initConfiguration", Description: "kubeadm InitConfiguration (init)"},
 	{Field: "joinConfiguration", Description: "kubeadm JoinConfiguration (join)"},
+	{Field: "joinConfiguration.nodeRegistration.kubeletExtraArgs", Description: "the kubelet's flags on a joining machine", InPlace: true},
 	{
-		Field: "files", Description: "files written before kubeadm runs",
+		Field: "files", Description: "files written before kubeadm runs", InPlace: true,
 		Formats: map[bootstrapv1.Format]Treatment{
 			bootstrapv1.Ignition: {Verdict: Restricted, Note: "see files[].encoding"},
 			bootstrapv1.Raw:      {Verdict: Restricted, Note: rawFilesNote},
@@ -353,4 +369,16 @@ func checkFormatFields(spec *bootstrapv1.KubeadmConfigSpec, src source, base *fi
 		}
 	}
 	return errs
+}
+
+// InPlaceFields are the fields, as paths below spec, whose changes a
+// running machine can take; a change anywhere else replaces the machine.
+func InPlaceFields() []string {
+	var out []string
+	for _, r := range Rules {
+		if r.InPlace {
+			out = append(out, r.Field)
+		}
+	}
+	return out
 }
