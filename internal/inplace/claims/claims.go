@@ -1,0 +1,174 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package claims decides which differences between a machine's current and
+// desired bootstrap configuration this provider changes in place: those of
+// the fields the rule table (internal/fieldrules) marks, and nothing else.
+// Cluster API applies the patch to the current object and replaces the
+// machine if any difference is left.
+package claims
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
+)
+
+// Where the KubeadmConfigSpec sits: in a KubeadmConfig (CanUpdateMachine)
+// and in a KubeadmConfigTemplate (CanUpdateMachineSet).
+var (
+	ConfigSpec   = []string{"spec"}
+	TemplateSpec = []string{"spec", "template", "spec"}
+)
+
+// Claim returns a JSON merge patch that gives current, at every field
+// changeable in place, desired's value; spec is where the KubeadmConfigSpec
+// sits in both. The patch is empty (IsDefined false) when no such field
+// differs.
+func Claim(current, desired runtime.RawExtension, spec []string) (runtimehooksv1.Patch, error) {
+	cur, err := specOf(current.Raw, spec)
+	if err != nil {
+		return runtimehooksv1.Patch{}, fmt.Errorf("current bootstrap config: %w", err)
+	}
+	des, err := specOf(desired.Raw, spec)
+	if err != nil {
+		return runtimehooksv1.Patch{}, fmt.Errorf("desired bootstrap config: %w", err)
+	}
+	changes := map[string]any{}
+	for _, f := range fieldrules.InPlaceFields() {
+		path := strings.Split(f, ".")
+		c, inCurrent := lookup(cur, path)
+		d, inDesired := lookup(des, path)
+		if inCurrent == inDesired && reflect.DeepEqual(c, d) {
+			continue
+		}
+		if !inDesired {
+			path = removed(cur, des, path)
+		}
+		set(changes, path, mergeValue(c, d, inDesired))
+	}
+	if len(changes) == 0 {
+		return runtimehooksv1.Patch{}, nil
+	}
+	patch := map[string]any{}
+	set(patch, spec, changes)
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return runtimehooksv1.Patch{}, err
+	}
+	return runtimehooksv1.Patch{PatchType: runtimehooksv1.JSONMergePatchType, Patch: b}, nil
+}
+
+// specOf decodes a bootstrap config object and returns its spec.
+func specOf(raw []byte, spec []string) (map[string]any, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("missing")
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	s, found := lookup(obj, spec)
+	if !found {
+		return map[string]any{}, nil
+	}
+	m, ok := s.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an object", strings.Join(spec, "."))
+	}
+	return m, nil
+}
+
+// lookup returns the value at path below m.
+func lookup(m map[string]any, path []string) (any, bool) {
+	var v any = m
+	for _, name := range path {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = obj[name]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// removed is the path to remove from current so that a field desired
+// lacks goes with the objects around it that desired lacks too and that hold
+// nothing else: an empty object left behind would still differ.
+func removed(current, desired map[string]any, path []string) []string {
+	target := path
+	for i := len(path) - 1; i >= 1; i-- {
+		if _, ok := lookup(desired, path[:i]); ok {
+			break
+		}
+		parent, _ := lookup(current, path[:i])
+		if m, ok := parent.(map[string]any); !ok || len(m) != 1 {
+			break
+		}
+		target = path[:i]
+	}
+	return target
+}
+
+// set puts v at path below m, making the objects on the way.
+func set(m map[string]any, path []string, v any) {
+	for _, name := range path[:len(path)-1] {
+		next, ok := m[name].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[name] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+// mergeValue is what a merge patch holds to turn current into desired:
+// null removes a field, an object is merged key by key (so keys only
+// current has are removed), anything else is replaced whole.
+func mergeValue(current, desired any, inDesired bool) any {
+	if !inDesired {
+		return nil
+	}
+	c, currentIsObject := current.(map[string]any)
+	d, desiredIsObject := desired.(map[string]any)
+	if !currentIsObject || !desiredIsObject {
+		return desired
+	}
+	out := map[string]any{}
+	for k := range c {
+		if _, ok := d[k]; !ok {
+			out[k] = nil
+		}
+	}
+	for k, v := range d {
+		cv, inCurrent := c[k]
+		if inCurrent && reflect.DeepEqual(cv, v) {
+			continue
+		}
+		out[k] = mergeValue(cv, v, true)
+	}
+	return out
+}
