@@ -15,8 +15,8 @@ limitations under the License.
 */
 
 // Package docs_test keeps the documentation true to the tree: its links
-// resolve, the layout it describes covers every package, and its Go
-// snippets compile.
+// resolve, the layout it describes covers every package, its Go
+// snippets compile and its object examples decode.
 package docs_test
 
 import (
