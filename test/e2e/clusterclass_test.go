@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -125,6 +126,52 @@ func TestClusterClassCluster(t *testing.T) {
 		if got := strings.TrimSpace(w.OnHost(in.Name, "sh", "-c", "cat "+objects.FormatPatchFile+" 2>/dev/null || echo none")); got != string(bootstrapv1.Ignition) {
 			t.Errorf("pool instance %s: %s holds %q, want %q", in.Name, objects.FormatPatchFile, got, bootstrapv1.Ignition)
 		}
+	}
+}
+
+// TestClusterClassPoolsRoll: a ClusterClass Cluster with a MachinePool per
+// format, on a management cluster of its own whose tokens live 30 s.
+// Several token rotations roll no pool: each keeps its data secret's name.
+// A topology variable that gives workers a kubeadm patch file and a kubelet
+// flag then rolls every pool (a new data secret name, which the simulated
+// cloud keys on, as cluster-api-provider-aws does), and every instance runs
+// them, checked on its host and its Node.
+func TestClusterClassPoolsRoll(t *testing.T) {
+	t.Parallel() // on a management cluster of its own
+	const ttl = 30 * time.Second
+	m := workload.StartManagement(t, workload.ManagementInput{Stack: st, Name: "pools-home",
+		ManagerArgs: append([]string{"--bootstrap-token-ttl=" + ttl.String()}, managerArgs...)})
+	formats := map[string]bootstrapv1.Format{"mp-cloud-config": bootstrapv1.CloudConfig, "mp-ignition": bootstrapv1.Ignition, "mp-raw": bootstrapv1.Raw}
+	var workers []objects.ClassWorkers
+	for _, name := range slices.Sorted(maps.Keys(formats)) {
+		workers = append(workers, objects.ClassWorkers{Name: name, Format: formats[name], Replicas: 1, Pool: true})
+	}
+	w := workload.NewClassCluster(t, workload.ClassClusterInput{
+		Stack: st, Management: m, Name: "pools", ControlPlaneReplicas: 1, ControlPlaneFormat: bootstrapv1.CloudConfig, Workers: workers,
+	})
+	w.WaitForMachines(1, 10*time.Minute)
+	pools := map[string]bootstrapv1.Format{}
+	for name, format := range formats {
+		pools[w.ClassPool(name)] = format
+	}
+	w.WaitForPools(pools, 1, 5*time.Minute)
+	names := slices.Sorted(maps.Keys(pools))
+	w.ExpectRotationsRollNothing(names, 2, 3*ttl)
+
+	named := map[string]string{}
+	for _, pool := range names {
+		named[pool] = w.PoolDataSecretName(pool)
+	}
+	w.ChangeTopology(func(topology *clusterv1.Topology) {
+		workload.SetVariable(&topology.Variables, objects.WorkerRevisionVariable, "7")
+	})
+	for _, pool := range names {
+		w.WaitFor(time.Minute, "pool "+pool+" to name a new data secret", func() bool { return w.PoolDataSecretName(pool) != named[pool] })
+	}
+	for _, pool := range names {
+		w.WaitForPoolRollout(pool, pools[pool], 1, 10*time.Minute)
+		w.ExpectPoolConsumers(pool, pools[pool])
+		w.ExpectPoolRevision(pool, "7")
 	}
 }
 

@@ -41,7 +41,19 @@ const (
 	// API's upgrade specs set them (UpgradeClusterTopologyAndWaitForUpgrade).
 	EtcdImageTagVariable    = "etcdImageTag"
 	CoreDNSImageTagVariable = "coreDNSImageTag"
+	// WorkerRevisionVariable, when set, gives workers of every format a
+	// kubeadm patch file (RevisionPatchFile) and a kubelet flag
+	// (RevisionLabel): a change a scenario makes to see what rolls.
+	WorkerRevisionVariable = "workerRevision"
 )
+
+// RevisionPatchFile is the kubeadm patch the workerRevision variable writes:
+// the kubelet's containerLogMaxSize, in MiB, is the revision.
+const RevisionPatchFile = KubeadmPatchesDir + "/kubeletconfiguration1+merge.yaml"
+
+// RevisionLabel is the node label the workerRevision variable has the
+// kubelet register with (--node-labels), its value the revision.
+const RevisionLabel = "e2e.cabpk-formats.example/revision"
 
 // WorkerClass is the ClusterClass's one MachineDeployment class and its one
 // MachinePool class. Each has its own KubeadmConfigTemplate, alike, as
@@ -58,8 +70,10 @@ const FormatPatchFile = "/etc/cabpk-e2e/format-patch"
 // ClusterClassObjects returns a ClusterClass named after the cluster and its
 // templates, the way quick-start templates are built: a
 // KubeadmControlPlaneTemplate, this provider's KubeadmConfigTemplate for
-// workers, the simulated cloud's templates, and two variables choosing the
-// formats. The patches do what each format needs and nothing else:
+// workers, the simulated cloud's templates, two variables choosing the
+// formats, two setting etcd's and CoreDNS's image tags, and workerRevision
+// (see WorkerRevisionVariable). The format patches do what each format needs
+// and nothing else:
 //   - controlPlaneFormat (cloud-config or ignition) sets KCP's own
 //     kubeadmConfigSpec.format, and Ignition extras in its
 //     containerLinuxConfig. Raw control planes are chosen by the format
@@ -149,6 +163,9 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 				formatVariable(WorkerFormatVariable, bootstrapv1.Formats...),
 				imageTagVariable(EtcdImageTagVariable),
 				imageTagVariable(CoreDNSImageTagVariable),
+				{Name: WorkerRevisionVariable, Required: ptr.To(false), Schema: clusterv1.VariableSchema{
+					OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string", Pattern: "^[1-9][0-9]{0,2}$|^$", Default: JSONValue("")},
+				}},
 			},
 			Patches: []clusterv1.ClusterClassPatch{
 				patch("control-plane-ignition", when(ControlPlaneFormatVariable, bootstrapv1.Ignition), controlPlane,
@@ -159,6 +176,11 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 					add("/spec/template/spec/preKubeadmCommands", writeFormatCommand)),
 				patch("worker-ignition", when(WorkerFormatVariable, bootstrapv1.Ignition), workers,
 					add("/spec/template/spec/ignition", map[string]any{"butane": map[string]any{"additionalConfig": butane}})),
+				// Files and kubelet flags are taken in every format (raw:
+				// the file is a kubeadm patch, which the agent writes).
+				patch("worker-revision", whenSet(WorkerRevisionVariable), workers,
+					fromTemplate("/spec/template/spec/files/-", fmt.Sprintf("path: %q\npermissions: \"0644\"\ncontent: \"containerLogMaxSize: {{ .%s }}Mi\\n\"", RevisionPatchFile, WorkerRevisionVariable)),
+					fromTemplate("/spec/template/spec/joinConfiguration/nodeRegistration/kubeletExtraArgs/-", fmt.Sprintf("name: node-labels\nvalue: %s={{ .%s }}", RevisionLabel, WorkerRevisionVariable))),
 				patch("etcd-image-tag", whenSet(EtcdImageTagVariable), controlPlane,
 					fromTemplate("/spec/template/spec/kubeadmConfigSpec/clusterConfiguration/etcd", "local:\n  imageTag: {{ ."+EtcdImageTagVariable+" }}")),
 				patch("coredns-image-tag", whenSet(CoreDNSImageTagVariable), controlPlane,

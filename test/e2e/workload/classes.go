@@ -77,7 +77,10 @@ func (w *Cluster) PoolDataSecretName(pool string) string {
 // ClassClusterInput says how NewClassCluster makes a cluster.
 type ClassClusterInput struct {
 	Stack *stack.Stack
-	Name  string
+	// Management is the management cluster the cluster is made in; the
+	// stack's own when nil.
+	Management *stack.Management
+	Name       string
 	// ControlPlaneReplicas and ControlPlaneFormat are the topology's
 	// control plane; Workers its MachineDeployments.
 	ControlPlaneReplicas int32
@@ -90,7 +93,7 @@ type ClassClusterInput struct {
 // Cluster of it.
 func NewClassCluster(t testing.TB, in ClassClusterInput) *Cluster {
 	t.Helper()
-	w := NewCluster(t, ClusterInput{Stack: in.Stack, Name: in.Name, Objects: func(w *Cluster) []client.Object {
+	w := NewCluster(t, ClusterInput{Stack: in.Stack, Management: in.Management, Name: in.Name, Objects: func(w *Cluster) []client.Object {
 		return append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}}, w.Objects.ClusterClassObjects()...)
 	}})
 	if err := WaitForClusterClass(context.Background(), w.c, w.Namespace, w.Name); err != nil {
@@ -191,15 +194,15 @@ func (w *Cluster) ChangeTopology(change func(*clusterv1.Topology)) {
 	}
 }
 
-// SetVariable sets a variable of a topology's list to a format.
-func SetVariable(variables *[]clusterv1.ClusterVariable, name string, format bootstrapv1.Format) {
+// SetVariable sets a variable of a topology's list to value.
+func SetVariable(variables *[]clusterv1.ClusterVariable, name string, value any) {
 	for i := range *variables {
 		if (*variables)[i].Name == name {
-			(*variables)[i].Value = *objects.JSONValue(format)
+			(*variables)[i].Value = *objects.JSONValue(value)
 			return
 		}
 	}
-	*variables = append(*variables, clusterv1.ClusterVariable{Name: name, Value: *objects.JSONValue(format)})
+	*variables = append(*variables, clusterv1.ClusterVariable{Name: name, Value: *objects.JSONValue(value)})
 }
 
 // Availability polls the workload cluster through its control-plane

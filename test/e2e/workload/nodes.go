@@ -205,23 +205,11 @@ func machineAddress(m clusterv1.Machine) string {
 // API server's node proxy (/configz) and checks what the spec put there.
 func (w *Cluster) ExpectKubeletConfig(cs kubernetes.Interface, m clusterv1.Machine) {
 	w.t.Helper()
-	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", m.Status.NodeRef.Name, "proxy", "configz").DoRaw(context.Background())
+	kc, err := runningKubeletConfig(cs, m.Status.NodeRef.Name)
 	if err != nil {
-		w.t.Errorf("node %s: /configz: %v", m.Status.NodeRef.Name, err)
+		w.t.Error(err)
 		return
 	}
-	var configz struct {
-		KubeletConfig struct {
-			ProviderID   string `json:"providerID"`
-			CgroupDriver string `json:"cgroupDriver"`
-			FailCgroupV1 *bool  `json:"failCgroupV1"`
-		} `json:"kubeletconfig"`
-	}
-	if err := json.Unmarshal(body, &configz); err != nil {
-		w.t.Errorf("node %s: /configz: %v", m.Status.NodeRef.Name, err)
-		return
-	}
-	kc := configz.KubeletConfig
 	// --provider-id came from kubeletExtraArgs (kubeadm-flags.env), with
 	// the instance-id placeholder filled by the format's consumer.
 	if kc.ProviderID != m.Spec.ProviderID {
@@ -233,6 +221,31 @@ func (w *Cluster) ExpectKubeletConfig(cs kubernetes.Interface, m clusterv1.Machi
 		w.t.Errorf("node %s: the kubelet runs with cgroupDriver %q, failCgroupV1 %v: the kubeadm patch (%s) did not apply",
 			m.Status.NodeRef.Name, kc.CgroupDriver, kc.FailCgroupV1, objects.KubeadmPatchesDir)
 	}
+}
+
+// kubeletConfig is what the scenarios check of a running kubelet's
+// configuration.
+type kubeletConfig struct {
+	ProviderID          string `json:"providerID"`
+	CgroupDriver        string `json:"cgroupDriver"`
+	FailCgroupV1        *bool  `json:"failCgroupV1"`
+	ContainerLogMaxSize string `json:"containerLogMaxSize"`
+}
+
+// runningKubeletConfig reads a node's running kubelet configuration through
+// the API server's node proxy (/configz).
+func runningKubeletConfig(cs kubernetes.Interface, node string) (kubeletConfig, error) {
+	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(context.Background())
+	if err != nil {
+		return kubeletConfig{}, fmt.Errorf("node %s: /configz: %w", node, err)
+	}
+	var configz struct {
+		KubeletConfig kubeletConfig `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(body, &configz); err != nil {
+		return kubeletConfig{}, fmt.Errorf("node %s: /configz: %w", node, err)
+	}
+	return configz.KubeletConfig, nil
 }
 
 // ExpectPodNetwork runs pods from the test image: a web server on one node

@@ -31,6 +31,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/controllers"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
@@ -99,6 +100,41 @@ func (w *Cluster) WaitForPoolRollout(pool string, format bootstrapv1.Format, wan
 	w.WaitFor(timeout, "every instance of "+pool+" launched from the pool's data secret", func() bool { return len(outdated()) == 0 },
 		func() string { return strings.Join(outdated(), "\n") })
 	w.WaitForPools(map[string]bootstrapv1.Format{pool: format}, want, timeout)
+}
+
+// ExpectPoolRevision checks that every instance of the pool runs the
+// workerRevision its topology sets, as a freshly bootstrapped machine would:
+// the kubeadm patch on its host, the kubelet flag in kubeadm-flags.env, the
+// Node's label and the running kubelet's containerLogMaxSize.
+func (w *Cluster) ExpectPoolRevision(pool, revision string) {
+	w.t.Helper()
+	cs := w.WorkloadClient()
+	for _, in := range w.SimulatedPool(pool).Status.Instances {
+		patch := w.OnHost(in.Name, "cat", objects.RevisionPatchFile)
+		if want := "containerLogMaxSize: " + revision + "Mi"; strings.TrimSpace(patch) != want {
+			w.t.Errorf("pool %s: instance %s: %s holds %q, want %q", pool, in.Name, objects.RevisionPatchFile, patch, want)
+		}
+		label := objects.RevisionLabel + "=" + revision
+		if flags := w.OnHost(in.Name, "cat", "/var/lib/kubelet/kubeadm-flags.env"); !strings.Contains(flags, label) {
+			w.t.Errorf("pool %s: instance %s: the kubelet's flags lack --node-labels with %s: %s", pool, in.Name, label, flags)
+		}
+		node, err := cs.CoreV1().Nodes().Get(context.Background(), in.Name, metav1.GetOptions{})
+		if err != nil {
+			w.t.Errorf("pool %s: instance %s: %v", pool, in.Name, err)
+			continue
+		}
+		if got := node.Labels[objects.RevisionLabel]; got != revision {
+			w.t.Errorf("pool %s: Node %s has label %s=%q, want %q", pool, in.Name, objects.RevisionLabel, got, revision)
+		}
+		kc, err := runningKubeletConfig(cs, in.Name)
+		if err != nil {
+			w.t.Error(err)
+			continue
+		}
+		if want := revision + "Mi"; kc.ContainerLogMaxSize != want {
+			w.t.Errorf("pool %s: the kubelet of %s runs with containerLogMaxSize %q, want %q (the kubeadm patch)", pool, in.Name, kc.ContainerLogMaxSize, want)
+		}
+	}
 }
 
 // ExpectPoolConsumers checks which program ran each instance's data, oldest
@@ -205,8 +241,13 @@ func (w *Cluster) PoolTokenID(name string) string {
 // poolToken is the whole token in the pool's KubeadmConfig spec.
 func (w *Cluster) poolToken(name string) string {
 	w.t.Helper()
+	mp := &clusterv1.MachinePool{}
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
+		w.t.Fatal(err)
+	}
+	// Under a ClusterClass the pool's KubeadmConfig has a name of its own.
 	cfg := &bootstrapv1.KubeadmConfig{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), cfg); err != nil {
+	if err := w.c.Get(context.Background(), objectKey(w.Namespace, mp.Spec.Template.Spec.Bootstrap.ConfigRef.Name), cfg); err != nil {
 		w.t.Fatal(err)
 	}
 	return cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token

@@ -34,6 +34,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/consumers"
 	infrav1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/api/v1alpha1"
 )
 
@@ -82,11 +83,55 @@ func (w *Cluster) ExpectBooting(machine string) {
 func (w *Cluster) WaitForRotation(pool string, within time.Duration) {
 	w.t.Helper()
 	before := w.PoolTokenID(pool)
-	w.WaitFor(within, "the pool's token to rotate, in its spec and its data", func() bool {
+	rotated := func() (inSpec, inData bool) {
 		tok := w.poolToken(pool)
-		data := w.DataSecretObjects()[w.PoolDataSecretName(pool)].Data["value"]
-		return !strings.HasPrefix(tok, before+".") && bytes.Contains(data, []byte(tok))
+		data := w.DataSecretObjects()[w.PoolDataSecretName(pool)].Data
+		// The kubeadm configuration the data delivers (Ignition's files are
+		// data URLs), as the machine reads it.
+		_, kubeadm, err := consumers.KubeadmConfigIn(string(data["format"]), data["value"])
+		return !strings.HasPrefix(tok, before+"."), err == nil && bytes.Contains(kubeadm, []byte(tok))
+	}
+	w.WaitFor(within, "the token of pool "+pool+" to rotate, in its spec and its data", func() bool {
+		inSpec, inData := rotated()
+		return inSpec && inData
+	}, func() string {
+		inSpec, inData := rotated()
+		return fmt.Sprintf("token %s before; rotated in the config's spec: %v; the spec's token in data secret %q: %v",
+			before, inSpec, w.PoolDataSecretName(pool), inData)
 	})
+}
+
+// ExpectRotationsRollNothing waits for each pool's token to rotate the
+// given number of times, then checks that no pool rolled: each still names
+// the data secret it named, and has the instances it had.
+func (w *Cluster) ExpectRotationsRollNothing(pools []string, rotations int, within time.Duration) {
+	w.t.Helper()
+	type state struct {
+		dataSecret string
+		instances  []string
+	}
+	now := func(pool string) state {
+		s := state{dataSecret: w.PoolDataSecretName(pool)}
+		for _, in := range w.SimulatedPool(pool).Status.Instances {
+			s.instances = append(s.instances, in.Name)
+		}
+		return s
+	}
+	before := map[string]state{}
+	for _, pool := range pools {
+		before[pool] = now(pool)
+	}
+	for range rotations {
+		for _, pool := range pools {
+			w.WaitForRotation(pool, within)
+		}
+	}
+	for _, pool := range pools {
+		if after := now(pool); after.dataSecret != before[pool].dataSecret || !slices.Equal(after.instances, before[pool].instances) {
+			w.t.Errorf("pool %s rolled across %d token rotations: data secret %s, instances %v before; %s, %v after",
+				pool, rotations, before[pool].dataSecret, before[pool].instances, after.dataSecret, after.instances)
+		}
+	}
 }
 
 // RotateAndScale waits until the pool's token rotates, then scales the pool
