@@ -42,10 +42,10 @@ import (
 const repoRoot = ".."
 
 // markdownFiles are the documentation pages: the README, CONTRIBUTING, the
-// CHANGELOG and everything under docs/.
+// CHANGELOG, SECURITY and everything under docs/.
 func markdownFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{"README.md", "CONTRIBUTING.md", "CHANGELOG.md"}
+	files := []string{"README.md", "CONTRIBUTING.md", "CHANGELOG.md", "SECURITY.md"}
 	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
