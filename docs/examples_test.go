@@ -31,6 +31,7 @@ import (
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
@@ -38,8 +39,12 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/fieldrules"
 )
 
-// topLevelKey is a YAML document's first key at the top level.
-var topLevelKey = regexp.MustCompile(`(?m)^([A-Za-z]+):`)
+var (
+	// topLevelKey is a YAML document's first key at the top level.
+	topLevelKey = regexp.MustCompile(`(?m)^([A-Za-z]+):`)
+	// yamlFence is a YAML block, also one indented in a list item.
+	yamlFence = regexp.MustCompile("(?ms)^( *)```yaml\n(.*?)^ *```")
+)
 
 // TestObjectExamplesDecode: every YAML example of the docs that is a
 // Kubernetes object says its apiVersion and kind, decodes into Cluster API's
@@ -49,7 +54,7 @@ var topLevelKey = regexp.MustCompile(`(?m)^([A-Za-z]+):`)
 // refused.
 func TestObjectExamplesDecode(t *testing.T) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clusterv1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clusterv1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme, clusterctlv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -57,12 +62,10 @@ func TestObjectExamplesDecode(t *testing.T) {
 	checked := 0
 	for _, page := range markdownFiles(t) {
 		text := read(t, page)
-		for _, m := range fence.FindAllStringSubmatchIndex(text, -1) {
-			if lang := text[m[2]:m[3]]; lang != "yaml" {
-				continue
-			}
+		for _, m := range yamlFence.FindAllStringSubmatchIndex(text, -1) {
 			line := strings.Count(text[:m[0]], "\n") + 1
-			for _, doc := range strings.Split(text[m[4]:m[5]], "\n---\n") {
+			body := dedent(text[m[4]:m[5]], m[3]-m[2])
+			for _, doc := range strings.Split(body, "\n---\n") {
 				at := fmt.Sprintf("%s:%d", page, line)
 				if err := checkExample(scheme, doc); err != nil {
 					t.Errorf("%s: %v", at, err)
@@ -76,6 +79,15 @@ func TestObjectExamplesDecode(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no object example found")
 	}
+}
+
+// dedent removes a block's indentation of n spaces from each line.
+func dedent(block string, n int) string {
+	lines := strings.Split(block, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, strings.Repeat(" ", n))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // checkExample decodes one YAML document of an example.
@@ -103,7 +115,7 @@ func checkExample(scheme *runtime.Scheme, doc string) error {
 		}
 		o, err := scheme.New(gv.WithKind(meta.Kind))
 		if err != nil {
-			return fmt.Errorf("%s %s is not a kind of Cluster API or of this provider: %w", meta.APIVersion, meta.Kind, err)
+			return fmt.Errorf("%s %s is not a kind of Cluster API, clusterctl or this provider: %w", meta.APIVersion, meta.Kind, err)
 		}
 		obj = o
 	}
