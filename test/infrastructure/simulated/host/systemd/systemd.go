@@ -366,6 +366,9 @@ func (s *Manager) supervise(ctx context.Context, sv *service, u unitDefinition) 
 			return
 		}
 		s.setState(sv, StateActivating) // "activating (auto-restart)"
+		if typ == "oneshot" {
+			finishedOnce() // its first run's result is what Result returns
+		}
 		select {
 		case <-ctx.Done():
 			s.setState(sv, StateInactive)
@@ -387,7 +390,8 @@ func workingDirectory(u unitDefinition) string {
 	return dir
 }
 
-// runOnce runs ExecStartPre, ExecStart and ExecStartPost once.
+// runOnce runs ExecStartPre, ExecStart and ExecStartPost once; it calls
+// finished when a service other than a oneshot has started its main process.
 func (s *Manager) runOnce(ctx context.Context, sv *service, u unitDefinition, typ string, out io.Writer, finished func()) error {
 	env, err := serviceEnv(u)
 	if err != nil {
@@ -447,7 +451,7 @@ func (s *Manager) runOnce(ctx context.Context, sv *service, u unitDefinition, ty
 				return err
 			}
 		}
-		finished()
+		// supervise says a oneshot finished once its result and state are set.
 		return nil
 	}
 	var notify *net.UnixConn
