@@ -27,6 +27,7 @@ import (
 	"reflect"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -65,13 +66,17 @@ func Claim(current, desired runtime.RawExtension, spec []string) (runtimehooksv1
 		if !inDesired {
 			path = removed(cur, des, path)
 		}
-		set(changes, path, mergeValue(c, d, inDesired))
+		if err := unstructured.SetNestedField(changes, mergeValue(c, d, inDesired), path...); err != nil {
+			return runtimehooksv1.Patch{}, fmt.Errorf("claiming %s: %w", f, err)
+		}
 	}
 	if len(changes) == 0 {
 		return runtimehooksv1.Patch{}, nil
 	}
 	patch := map[string]any{}
-	set(patch, spec, changes)
+	if err := unstructured.SetNestedField(patch, changes, spec...); err != nil {
+		return runtimehooksv1.Patch{}, err
+	}
 	b, err := json.Marshal(patch)
 	if err != nil {
 		return runtimehooksv1.Patch{}, err
@@ -99,19 +104,11 @@ func specOf(raw []byte, spec []string) (map[string]any, error) {
 	return m, nil
 }
 
-// lookup returns the value at path below m.
+// lookup returns the value at path below m; a path through something other
+// than an object leads nowhere.
 func lookup(m map[string]any, path []string) (any, bool) {
-	var v any = m
-	for _, name := range path {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = obj[name]; !ok {
-			return nil, false
-		}
-	}
-	return v, true
+	v, found, err := unstructured.NestedFieldNoCopy(m, path...)
+	return v, found && err == nil
 }
 
 // removed is the path to remove from current so that a field desired
@@ -130,19 +127,6 @@ func removed(current, desired map[string]any, path []string) []string {
 		target = path[:i]
 	}
 	return target
-}
-
-// set puts v at path below m, making the objects on the way.
-func set(m map[string]any, path []string, v any) {
-	for _, name := range path[:len(path)-1] {
-		next, ok := m[name].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[name] = next
-		}
-		m = next
-	}
-	m[path[len(path)-1]] = v
 }
 
 // mergeValue is what a merge patch holds to turn current into desired:
