@@ -17,8 +17,6 @@ limitations under the License.
 package docs_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -119,22 +117,11 @@ func checkExample(scheme *runtime.Scheme, doc string) error {
 		}
 		obj = o
 	}
-	if err := strictDecode(doc, obj); err != nil {
+	// Strict: an unknown field, a value of the wrong type or a repeated key fails.
+	if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
 		return fmt.Errorf("%s: %w", meta.Kind, err)
 	}
 	return admit(obj)
-}
-
-// strictDecode decodes YAML into obj, refusing unknown fields and values of
-// the wrong type.
-func strictDecode(doc string, obj any) error {
-	j, err := yaml.YAMLToJSON([]byte(doc))
-	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.DisallowUnknownFields()
-	return dec.Decode(obj)
 }
 
 // admit runs admission's field checks over this provider's kinds.
