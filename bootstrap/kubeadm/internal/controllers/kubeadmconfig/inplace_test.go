@@ -67,7 +67,7 @@ func TestInPlaceUpdateLeavesJoinedMachinesAlone(t *testing.T) {
 			second := f.kcpMachine("cp-1", tc.format, tc.annotation, false)
 			f.waitForData(second.config)
 			for _, m := range []kcpMachine{first, second} {
-				f.joined(m.machine)
+				f.setNodeRef(m.machine, m.machine.Name)
 			}
 			f.waitFor("the joined machine's token to go", 20*time.Second, func() bool { return len(tokensOf(t, second.config)) == 0 })
 
@@ -190,27 +190,6 @@ func (f *fixture) applyAsKCP(name string, spec upstreambootstrapv1.KubeadmConfig
 	if err := mgmt.Client.Patch(f.ctx, u, client.Apply, client.FieldOwner(kcpManager), client.ForceOwnership); err != nil {
 		f.t.Fatalf("applying %s as KubeadmControlPlane does: %v", name, err)
 	}
-}
-
-// joined sets the Machine's node reference, as Cluster API does once its
-// Node exists.
-func (f *fixture) joined(m *clusterv1.Machine) {
-	f.t.Helper()
-	before := m.DeepCopy()
-	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: m.Name}
-	if err := mgmt.Client.Status().Patch(f.ctx, m, client.MergeFrom(before)); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-// dataSecret reads the data secret the config's status names.
-func (f *fixture) dataSecret(cfg *bootstrapv1.KubeadmConfig) *corev1.Secret {
-	f.t.Helper()
-	s := &corev1.Secret{}
-	if err := mgmt.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: cfg.Status.DataSecretName}, s); err != nil {
-		f.t.Fatalf("%s: data secret %q: %v", cfg.Name, cfg.Status.DataSecretName, err)
-	}
-	return s
 }
 
 // watchReady polls the configs' Ready condition until stopped, failing the

@@ -224,18 +224,6 @@ func (p *stepwise) joinedMachine(name string, controlPlane bool, spec bootstrapv
 	return m, cfg
 }
 
-// setNodeRef sets (or, empty, clears as a move or a restore does) the
-// Machine's nodeRef.
-func (p *stepwise) setNodeRef(m *clusterv1.Machine, node string) {
-	p.t.Helper()
-	p.get(m)
-	before := m.DeepCopy()
-	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: node}
-	if err := mgmt.Client.Status().Patch(p.ctx, m, client.MergeFrom(before)); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
 // TestUsedTokenNotRevivedAfterARestore: a worker joined and its token was
 // deleted; a restore brings its Machine back without a nodeRef and its
 // config with a new UID. The workload cluster has its Node: the used token

@@ -279,6 +279,18 @@ func (f *fixture) get(obj client.Object) {
 	}
 }
 
+// setNodeRef sets the Machine's nodeRef as Cluster API does once its Node
+// exists (or, empty, clears it as a move or a restore does).
+func (f *fixture) setNodeRef(m *clusterv1.Machine, node string) {
+	f.t.Helper()
+	f.get(m)
+	before := m.DeepCopy()
+	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: node}
+	if err := mgmt.Client.Status().Patch(f.ctx, m, client.MergeFrom(before)); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // waitFor polls until cond holds (a few tens of seconds at most).
 func (f *fixture) waitFor(what string, timeout time.Duration, cond func() bool) {
 	f.t.Helper()
@@ -298,11 +310,17 @@ func (f *fixture) waitForData(cfg *bootstrapv1.KubeadmConfig) *corev1.Secret {
 	if err != nil {
 		f.t.Fatalf("%s got no data secret: %s", cfg.Name, dataAvailableReason(cfg))
 	}
-	sec := &corev1.Secret{}
-	if err := mgmt.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: cfg.Status.DataSecretName}, sec); err != nil {
-		f.t.Fatalf("status names data secret %q, which cannot be read: %v", cfg.Status.DataSecretName, err)
+	return f.dataSecret(cfg)
+}
+
+// dataSecret reads the data secret the config's status names.
+func (f *fixture) dataSecret(cfg *bootstrapv1.KubeadmConfig) *corev1.Secret {
+	f.t.Helper()
+	s := &corev1.Secret{}
+	if err := mgmt.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: cfg.Status.DataSecretName}, s); err != nil {
+		f.t.Fatalf("%s: status names data secret %q, which cannot be read: %v", cfg.Name, cfg.Status.DataSecretName, err)
 	}
-	return sec
+	return s
 }
 
 // waitForReason waits until cfg's condition has reason.

@@ -142,11 +142,7 @@ func TestMachineTokenLifecycle(t *testing.T) {
 	f.get(sec)
 	f.get(cfg)
 	versions = map[string]bool{sec.ResourceVersion: true, cfg.ResourceVersion: true}
-	before := machine.DeepCopy()
-	machine.Status.NodeRef = clusterv1.MachineNodeReference{Name: "slow-worker-node"}
-	if err := mgmt.Client.Status().Patch(f.ctx, machine, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
-	}
+	f.setNodeRef(machine, "slow-worker-node")
 	f.waitFor("the used token to be deleted", 10*time.Second, func() bool { _, ok := tokenSecret(t, id); return !ok })
 	time.Sleep(2 * time.Second)
 	f.get(sec)
