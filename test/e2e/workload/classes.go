@@ -67,10 +67,7 @@ func (w *Cluster) PoolDataFormat(pool string) bootstrapv1.Format {
 // Cluster API copied it from the pool's KubeadmConfig.
 func (w *Cluster) PoolDataSecretName(pool string) string {
 	w.t.Helper()
-	mp := &clusterv1.MachinePool{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
-		w.t.Fatal(err)
-	}
+	mp := w.machinePool(pool)
 	return ptr.Deref(mp.Spec.Template.Spec.Bootstrap.DataSecretName, "")
 }
 

@@ -32,8 +32,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
@@ -186,10 +184,7 @@ func (w *Cluster) SetPoolBootDelay(pool string, d time.Duration) {
 // its Node in the pool's node references.
 func (w *Cluster) ExpectPoolInstanceJoined(pool, instance string) {
 	w.t.Helper()
-	mp := &clusterv1.MachinePool{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
-		w.t.Fatal(err)
-	}
+	mp := w.machinePool(pool)
 	for _, ref := range mp.Status.NodeRefs {
 		if ref.Name == instance {
 			return

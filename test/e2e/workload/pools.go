@@ -50,10 +50,7 @@ func (w *Cluster) WaitForPools(pools map[string]bootstrapv1.Format, want int32, 
 		problems = nil
 		providerIDs := map[string][]string{}
 		for _, name := range names {
-			mp := &clusterv1.MachinePool{}
-			if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
-				w.t.Fatal(err)
-			}
+			mp := w.machinePool(name)
 			smp := w.SimulatedPool(name)
 			providerIDs[smp.Name] = smp.Spec.ProviderIDList
 			fmt.Fprintf(&table, "  %-28s %-13s replicas %d ready %d nodes %d:", name, pools[name],
@@ -84,11 +81,7 @@ func (w *Cluster) WaitForPools(pools map[string]bootstrapv1.Format, want int32, 
 func (w *Cluster) WaitForPoolRollout(pool string, format bootstrapv1.Format, want int32, timeout time.Duration) {
 	w.t.Helper()
 	outdated := func() []string {
-		mp := &clusterv1.MachinePool{}
-		if err := w.c.Get(context.Background(), objectKey(w.Namespace, pool), mp); err != nil {
-			w.t.Fatal(err)
-		}
-		current := ptr.Deref(mp.Spec.Template.Spec.Bootstrap.DataSecretName, "")
+		current := w.PoolDataSecretName(pool)
 		var out []string
 		for _, in := range w.SimulatedPool(pool).Status.Instances {
 			if in.DataSecretName != current {
@@ -186,13 +179,20 @@ func (w *Cluster) PoolNodesMatch(providerIDs map[string][]string) bool {
 	return true
 }
 
-// SimulatedPool returns the SimulatedMachinePool of a MachinePool.
-func (w *Cluster) SimulatedPool(name string) *infrav1.SimulatedMachinePool {
+// machinePool reads the namespace's MachinePool of that name.
+func (w *Cluster) machinePool(name string) *clusterv1.MachinePool {
 	w.t.Helper()
 	mp := &clusterv1.MachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
 		w.t.Fatal(err)
 	}
+	return mp
+}
+
+// SimulatedPool returns the SimulatedMachinePool of a MachinePool.
+func (w *Cluster) SimulatedPool(name string) *infrav1.SimulatedMachinePool {
+	w.t.Helper()
+	mp := w.machinePool(name)
 	smp := &infrav1.SimulatedMachinePool{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, mp.Spec.Template.Spec.InfrastructureRef.Name), smp); err != nil {
 		w.t.Fatal(err)
@@ -220,10 +220,7 @@ func (w *Cluster) PoolProviderIDs() map[string]bool {
 // ScalePool sets a MachinePool's replicas.
 func (w *Cluster) ScalePool(name string, replicas int32) {
 	w.t.Helper()
-	mp := &clusterv1.MachinePool{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
-		w.t.Fatal(err)
-	}
+	mp := w.machinePool(name)
 	patch := client.MergeFrom(mp.DeepCopy())
 	mp.Spec.Replicas = ptr.To(replicas)
 	if err := w.c.Patch(context.Background(), mp, patch); err != nil {
@@ -241,10 +238,7 @@ func (w *Cluster) PoolTokenID(name string) string {
 // poolToken is the whole token in the pool's KubeadmConfig spec.
 func (w *Cluster) poolToken(name string) string {
 	w.t.Helper()
-	mp := &clusterv1.MachinePool{}
-	if err := w.c.Get(context.Background(), objectKey(w.Namespace, name), mp); err != nil {
-		w.t.Fatal(err)
-	}
+	mp := w.machinePool(name)
 	// Under a ClusterClass the pool's KubeadmConfig has a name of its own.
 	cfg := &bootstrapv1.KubeadmConfig{}
 	if err := w.c.Get(context.Background(), objectKey(w.Namespace, mp.Spec.Template.Spec.Bootstrap.ConfigRef.Name), cfg); err != nil {
