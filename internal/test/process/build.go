@@ -21,7 +21,6 @@ package process
 
 import (
 	"fmt"
-	"net"
 	"os/exec"
 	"testing"
 
@@ -58,10 +57,9 @@ func FreePort(t testing.TB) int {
 
 // FreeTCPPort is FreePort outside a test.
 func FreeTCPPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
