@@ -37,6 +37,14 @@ const (
 	// alpha: v0.1
 	KubeadmBootstrapFormatRaw featuregate.Feature = "KubeadmBootstrapFormatRaw"
 
+	// KubeadmInPlaceUpdates makes the manager serve Cluster API's in-place
+	// update hooks (CanUpdateMachine, CanUpdateMachineSet, UpdateMachine) on
+	// its webhook server, for an ExtensionConfig the operator registers. It
+	// needs Cluster API's InPlaceUpdates and RuntimeSDK gates.
+	//
+	// alpha: v0.1
+	KubeadmInPlaceUpdates featuregate.Feature = "KubeadmInPlaceUpdates"
+
 	// MachinePool lets the controller bootstrap KubeadmConfigs owned by
 	// MachinePools (and watch MachinePools, whose CRD must then be installed),
 	// as Cluster API's gate of the same name does.
@@ -68,6 +76,7 @@ func EnvVar(f featuregate.Feature) string {
 var envVars = map[featuregate.Feature]string{
 	KubeadmBootstrapFormatIgnition: "EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION",
 	KubeadmBootstrapFormatRaw:      "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW",
+	KubeadmInPlaceUpdates:          "EXP_KUBEADM_IN_PLACE_UPDATES",
 	MachinePool:                    "EXP_MACHINE_POOL",
 	PriorityQueue:                  "EXP_PRIORITY_QUEUE",
 	ReconcilerRateLimiting:         "EXP_RECONCILER_RATE_LIMITING",
@@ -85,6 +94,7 @@ func NewFeatureGates() featuregate.MutableFeatureGate {
 var defaultGates = map[featuregate.Feature]featuregate.FeatureSpec{
 	KubeadmBootstrapFormatIgnition: {Default: false, PreRelease: featuregate.Alpha},
 	KubeadmBootstrapFormatRaw:      {Default: false, PreRelease: featuregate.Alpha},
+	KubeadmInPlaceUpdates:          {Default: false, PreRelease: featuregate.Alpha},
 	MachinePool:                    {Default: true, PreRelease: featuregate.Beta},
 	PriorityQueue:                  {Default: true, PreRelease: featuregate.Beta},
 	ReconcilerRateLimiting:         {Default: true, PreRelease: featuregate.Beta},

@@ -25,7 +25,7 @@ import (
 func TestGateDefaultsAndFlags(t *testing.T) {
 	defaults := NewFeatureGates()
 	for f := range defaultGates {
-		if want := f != KubeadmBootstrapFormatIgnition && f != KubeadmBootstrapFormatRaw; defaults.Enabled(f) != want {
+		if want := f != KubeadmBootstrapFormatIgnition && f != KubeadmBootstrapFormatRaw && f != KubeadmInPlaceUpdates; defaults.Enabled(f) != want {
 			t.Errorf("%s enabled by default: %v, want %v", f, defaults.Enabled(f), want)
 		}
 		if EnvVar(f) == "" {
