@@ -56,15 +56,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	capisetup "sigs.k8s.io/cluster-api/bootstrap/kubeadm/setup"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/controllers/crdmigrator"
 	"sigs.k8s.io/cluster-api/controllers/remote"
+	runtimeserver "sigs.k8s.io/cluster-api/exp/runtime/server"
 	capifeature "sigs.k8s.io/cluster-api/feature"
 	capiflags "sigs.k8s.io/cluster-api/util/flags"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/updateextension"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks/conversion"
@@ -297,6 +301,11 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 		return nil, err
 	}
 
+	webhookServer, err := newWebhookServer(opts, tlsOpts)
+	if err != nil {
+		return nil, err
+	}
+
 	// Upstream's cache layout: Secrets only with a cluster-name label and data
 	// kept only for certificates; Secrets and ConfigMaps are read live unless a
 	// caching client asks. The init lock's ConfigMaps are cached here too.
@@ -327,13 +336,7 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 			// Large management clusters take longer than the default 2 minutes to list.
 			CacheSyncTimeout: 5 * time.Minute,
 		},
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Port:     opts.webhookPort,
-			CertDir:  opts.webhookCertDir,
-			CertName: opts.webhookCertName,
-			KeyName:  opts.webhookKeyName,
-			TLSOpts:  tlsOpts,
-		}),
+		WebhookServer: webhookServer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -362,6 +365,41 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 	}
 
 	return mgr, nil
+}
+
+// newWebhookServer returns the server of the admission webhooks. With
+// KubeadmInPlaceUpdates on, it is a Runtime extension server that serves the
+// in-place update hooks too, on the same port and certificate: an
+// ExtensionConfig names the webhook Service, as admission does.
+func newWebhookServer(opts *Options, tlsOpts []func(*tls.Config)) (webhook.Server, error) {
+	if !opts.gates.Enabled(feature.KubeadmInPlaceUpdates) {
+		return webhook.NewServer(webhook.Options{
+			Port:     opts.webhookPort,
+			CertDir:  opts.webhookCertDir,
+			CertName: opts.webhookCertName,
+			KeyName:  opts.webhookKeyName,
+			TLSOpts:  tlsOpts,
+		}), nil
+	}
+	catalog := runtimecatalog.New()
+	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
+		return nil, fmt.Errorf("building the Runtime hook catalog: %w", err)
+	}
+	s, err := runtimeserver.New(runtimeserver.Options{
+		Port:     opts.webhookPort,
+		CertDir:  opts.webhookCertDir,
+		CertName: opts.webhookCertName,
+		KeyName:  opts.webhookKeyName,
+		TLSOpts:  tlsOpts,
+		Catalog:  catalog,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the Runtime extension server: %w", err)
+	}
+	if err := updateextension.AddToServer(s, &updateextension.Handlers{}); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // The CRD migrator's rights: read CRDs, update this provider's (their

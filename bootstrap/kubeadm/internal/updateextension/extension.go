@@ -1,0 +1,125 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package updateextension serves Cluster API's in-place update hooks for
+// KubeadmConfigs: CanUpdateMachine (asked by KubeadmControlPlane) and
+// CanUpdateMachineSet (asked by MachineDeployment rollouts) answer with the
+// changes a running machine can take, as internal/inplace/claims computes
+// them from the field table. Cluster API replaces a machine whenever any
+// other difference is left.
+package updateextension
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	"sigs.k8s.io/cluster-api/exp/runtime/server"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/inplace/claims"
+)
+
+// Handler names, part of the paths an ExtensionConfig's discovery finds.
+const (
+	CanUpdateMachineName    = "can-update-machine"
+	CanUpdateMachineSetName = "can-update-machineset"
+)
+
+// Handlers answers the in-place update hooks.
+type Handlers struct{}
+
+// AddToServer registers the handlers on a Runtime extension server.
+func AddToServer(s *server.Server, h *Handlers) error {
+	for _, eh := range []server.ExtensionHandler{
+		{Hook: runtimehooksv1.CanUpdateMachine, Name: CanUpdateMachineName, HandlerFunc: h.CanUpdateMachine},
+		{Hook: runtimehooksv1.CanUpdateMachineSet, Name: CanUpdateMachineSetName, HandlerFunc: h.CanUpdateMachineSet},
+	} {
+		if err := s.AddExtensionHandler(eh); err != nil {
+			return fmt.Errorf("adding the %s handler: %w", eh.Name, err)
+		}
+	}
+	return nil
+}
+
+// CanUpdateMachine claims the in-place changes of one machine's
+// KubeadmConfig.
+func (h *Handlers) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
+	log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(&req.Desired.Machine))
+	p, err := claim(req.Current.BootstrapConfig, req.Desired.BootstrapConfig, "KubeadmConfig", claims.ConfigSpec)
+	if err != nil {
+		fail(&resp.CommonResponse, err)
+		return
+	}
+	resp.BootstrapConfigPatch = p
+	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	log.V(4).Info("Answered CanUpdateMachine", "claimed", p.IsDefined())
+}
+
+// CanUpdateMachineSet claims the in-place changes of a MachineSet's
+// KubeadmConfigTemplate.
+func (h *Handlers) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
+	log := ctrl.LoggerFrom(ctx).WithValues("MachineSet", klog.KObj(&req.Desired.MachineSet))
+	p, err := claim(req.Current.BootstrapConfigTemplate, req.Desired.BootstrapConfigTemplate, "KubeadmConfigTemplate", claims.TemplateSpec)
+	if err != nil {
+		fail(&resp.CommonResponse, err)
+		return
+	}
+	resp.BootstrapConfigTemplatePatch = p
+	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	log.V(4).Info("Answered CanUpdateMachineSet", "claimed", p.IsDefined())
+}
+
+// claim returns the patch for a pair of bootstrap objects, and no patch
+// when they are not this provider's kind: another bootstrap provider's
+// machines are not ours to change.
+func claim(current, desired runtime.RawExtension, kind string, spec []string) (runtimehooksv1.Patch, error) {
+	for _, o := range []runtime.RawExtension{current, desired} {
+		ours, err := isOurs(o, kind)
+		if err != nil || !ours {
+			return runtimehooksv1.Patch{}, err
+		}
+	}
+	return claims.Claim(current, desired, spec)
+}
+
+// isOurs reports whether a bootstrap object is this provider's kind. An
+// absent object (a Machine without bootstrap config) is not.
+func isOurs(o runtime.RawExtension, kind string) (bool, error) {
+	if len(o.Raw) == 0 {
+		return false, nil
+	}
+	var tm struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(o.Raw, &tm); err != nil {
+		return false, fmt.Errorf("bootstrap config is not a JSON object: %w", err)
+	}
+	return tm.APIVersion == bootstrapv1.GroupVersion.String() && tm.Kind == kind, nil
+}
+
+// fail answers a hook with an error. Messages come from the claim, which
+// names fields, never their values.
+func fail(resp *runtimehooksv1.CommonResponse, err error) {
+	resp.Status = runtimehooksv1.ResponseStatusFailure
+	resp.Message = err.Error()
+}
