@@ -63,6 +63,9 @@ func Claim(current, desired runtime.RawExtension, spec []string) (runtimehooksv1
 		if inCurrent == inDesired && reflect.DeepEqual(c, d) {
 			continue
 		}
+		if guard := guards[f]; guard != nil && !guard(c, d) {
+			continue
+		}
 		if !inDesired {
 			path = removed(cur, des, path)
 		}
@@ -82,6 +85,40 @@ func Claim(current, desired runtime.RawExtension, spec []string) (runtimehooksv1
 		return runtimehooksv1.Patch{}, err
 	}
 	return runtimehooksv1.Patch{PatchType: runtimehooksv1.JSONMergePatchType, Patch: b}, nil
+}
+
+// guards hold back the claim of a field for changes a running machine
+// cannot take although the field can change in place.
+var guards = map[string]func(current, desired any) bool{
+	// A machine keeps a file the spec no longer lists; a fresh one would
+	// not have it, so a removal rolls out.
+	"files": keepsEveryPath,
+}
+
+// keepsEveryPath reports whether every file path in current is in desired.
+func keepsEveryPath(current, desired any) bool {
+	paths := map[any]bool{}
+	for _, f := range asList(desired) {
+		paths[f["path"]] = true
+	}
+	for _, f := range asList(current) {
+		if !paths[f["path"]] {
+			return false
+		}
+	}
+	return true
+}
+
+// asList is a JSON list of objects; anything else is empty.
+func asList(v any) []map[string]any {
+	l, _ := v.([]any)
+	out := make([]map[string]any, 0, len(l))
+	for _, e := range l {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // specOf decodes a bootstrap config object and returns its spec.

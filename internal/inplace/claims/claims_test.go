@@ -90,7 +90,13 @@ func TestClaim(t *testing.T) {
 			s.Files = append(s.Files, upstreambootstrapv1.File{Path: "/etc/b", ContentFrom: upstreambootstrapv1.FileSource{
 				Secret: upstreambootstrapv1.SecretFileSource{Name: "s", Key: "k"}}})
 		}},
-		{name: "no files at all", change: func(s *upstreambootstrapv1.KubeadmConfigSpec) { s.Files = nil }},
+		{name: "a file added", change: func(s *upstreambootstrapv1.KubeadmConfigSpec) {
+			s.Files = append(s.Files, upstreambootstrapv1.File{Path: "/etc/b", Content: "b"})
+		}},
+		{name: "a file removed", change: func(s *upstreambootstrapv1.KubeadmConfigSpec) {
+			s.Files = []upstreambootstrapv1.File{{Path: "/etc/b", Content: "b"}}
+		}, left: "files"},
+		{name: "no files at all", change: func(s *upstreambootstrapv1.KubeadmConfigSpec) { s.Files = nil }, left: "files"},
 		{name: "API server flags where there was no apiServer", change: func(s *upstreambootstrapv1.KubeadmConfigSpec) {
 			s.ClusterConfiguration.APIServer.ExtraArgs = []upstreambootstrapv1.Arg{{Name: "v", Value: ptr.To("2")}}
 		}},
