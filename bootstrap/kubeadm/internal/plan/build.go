@@ -94,6 +94,9 @@ type Input struct {
 	BootstrapToken string
 	// ReadSecret resolves spec.files[].contentFrom and spec.users[].passwdFrom.
 	ReadSecret func(SecretRef) ([]byte, error)
+	// Joined asks for the plan of a machine that has joined already, as an
+	// in-place update applies it: no discovery, no certificates, no token.
+	Joined bool
 }
 
 var specPath = field.NewPath("spec")
@@ -131,6 +134,9 @@ func Build(in Input) (*Plan, error) {
 	}
 	if !slices.Contains(Actions, in.Action) {
 		return nil, fmt.Errorf("unknown action %q: must be one of init, join-control-plane, join", in.Action)
+	}
+	if in.Joined && in.Action == ActionInit {
+		return nil, fmt.Errorf("a machine that has joined is planned as a join, not %q", in.Action)
 	}
 	// What the format cannot carry is refused here, for every renderer, by
 	// the table admission applies: a renderer never drops a field.
@@ -224,6 +230,7 @@ func (p *Plan) planInit(spec *bootstrapv1.KubeadmConfigSpec, in Input, version s
 	}
 	p.Kubeadm.Documents = []string{clusterDoc, initDoc}
 	p.Kubeadm.PatchesDirectory = spec.InitConfiguration.Patches.Directory
+	p.Kubeadm.KubeletExtraArgs = spec.InitConfiguration.NodeRegistration.KubeletExtraArgs
 	return p.addControlPlaneCertificates(in.Certificates)
 }
 
@@ -260,7 +267,9 @@ func (p *Plan) planJoin(spec *bootstrapv1.KubeadmConfigSpec, in Input, version s
 		jc.ControlPlane = &upstreambootstrapv1.JoinControlPlane{}
 	}
 
-	if err := p.planDiscovery(jc, in, jcPath.Child("discovery")); err != nil {
+	if in.Joined {
+		jc.Discovery = upstreambootstrapv1.Discovery{}
+	} else if err := p.planDiscovery(jc, in, jcPath.Child("discovery")); err != nil {
 		return err
 	}
 
@@ -276,8 +285,9 @@ func (p *Plan) planJoin(spec *bootstrapv1.KubeadmConfigSpec, in Input, version s
 	}
 	p.Kubeadm.Documents = []string{doc}
 	p.Kubeadm.PatchesDirectory = jc.Patches.Directory
+	p.Kubeadm.KubeletExtraArgs = jc.NodeRegistration.KubeletExtraArgs
 
-	if in.Action == ActionJoinControlPlane {
+	if in.Action == ActionJoinControlPlane && !in.Joined {
 		return p.addControlPlaneCertificates(in.Certificates)
 	}
 	return nil

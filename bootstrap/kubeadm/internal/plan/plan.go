@@ -111,6 +111,9 @@ type Kubeadm struct {
 	// PatchesDirectory is where kubeadm reads its patches from (the
 	// action's configuration's patches.directory), empty when unset.
 	PatchesDirectory string
+	// KubeletExtraArgs are the action's nodeRegistration.kubeletExtraArgs,
+	// which kubeadm writes beside its own kubelet flags.
+	KubeletExtraArgs []upstreambootstrapv1.Arg
 }
 
 // ConfigYAML is the kubeadm configuration as one YAML stream.

@@ -295,3 +295,34 @@ func TestWorkerTaintNotDuplicated(t *testing.T) {
 		t.Errorf("taint duplicated: %v", taints)
 	}
 }
+
+// TestJoinedMachinePlanCarriesNoCredentials: the plan an in-place update
+// applies to a machine that joined has the spec's files and kubelet flags
+// but no discovery, token or key, and needs none of them.
+func TestJoinedMachinePlanCarriesNoCredentials(t *testing.T) {
+	for _, action := range []plan.Action{plan.ActionJoinControlPlane, plan.ActionJoin} {
+		t.Run(string(action), func(t *testing.T) {
+			in := plantest.Input(plantest.Base(bootstrapv1.CloudConfig, action), action)
+			in.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs = []upstreambootstrapv1.Arg{{Name: "node-labels", Value: ptr.To("tier=a")}}
+			in.Spec.Files = []upstreambootstrapv1.File{{Path: "/etc/a", Content: "a"}}
+			in.Joined = true
+			in.BootstrapToken = ""
+			in.Certificates = nil
+			p := build(t, in)
+			if d, _ := docs(t, p)[0]["discovery"].(map[string]any); len(d) != 0 {
+				t.Errorf("a joined machine's plan has discovery: %v", d)
+			}
+			if len(p.Files) != 1 || p.Files[0].Kind != plan.FileUser {
+				t.Errorf("files %+v, want the spec's file only", p.Files)
+			}
+			if len(p.Kubeadm.KubeletExtraArgs) != 1 || p.Kubeadm.KubeletExtraArgs[0].Name != "node-labels" {
+				t.Errorf("kubelet flags %+v, want the spec's", p.Kubeadm.KubeletExtraArgs)
+			}
+		})
+	}
+	in := plantest.Input(plantest.Base(bootstrapv1.CloudConfig, plan.ActionInit), plan.ActionInit)
+	in.Joined = true
+	if _, err := plan.Build(in); err == nil {
+		t.Error("a joined machine was planned as kubeadm init")
+	}
+}
