@@ -68,6 +68,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/controllers/kubeadmconfig"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/nodeupdate"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/updateextension"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/feature"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/webhooks"
@@ -117,6 +118,7 @@ type Options struct {
 	cacheConcurrency    int
 	cacheClientQPS      float32
 	cacheClientBurst    int
+	nodeUpdateImage     string
 	manager             capiflags.ManagerOptions
 	// gates are this manager's own feature gates (--feature-gates), so that
 	// managers built in one process (tests) do not share them.
@@ -151,6 +153,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.cacheConcurrency, "clustercache-concurrency", 100, "Number of workload clusters the cluster cache connects to at the same time.")
 	fs.Float32Var(&o.cacheClientQPS, "clustercache-client-qps", 20, "Queries per second allowed towards each workload cluster's API server.")
 	fs.IntVar(&o.cacheClientBurst, "clustercache-client-burst", 30, "Burst of queries allowed towards each workload cluster's API server.")
+	fs.StringVar(&o.nodeUpdateImage, "node-update-image", "", "Image of the Pods that apply in-place updates on nodes (needed with the KubeadmInPlaceUpdates gate).")
 	capiflags.AddManagerOptions(fs, &o.manager)
 	o.gates.AddFlag(fs)
 }
@@ -196,6 +199,9 @@ func (o *Options) validate() error {
 	}
 	if o.gates.Enabled(feature.ReconcilerRateLimiting) && !o.gates.Enabled(feature.PriorityQueue) {
 		return fmt.Errorf("--feature-gates: %s needs %s", feature.ReconcilerRateLimiting, feature.PriorityQueue)
+	}
+	if o.gates.Enabled(feature.KubeadmInPlaceUpdates) && o.nodeUpdateImage == "" {
+		return fmt.Errorf("--node-update-image is needed with --feature-gates=%s=true", feature.KubeadmInPlaceUpdates)
 	}
 	for _, p := range o.skipCRDMigration {
 		if p != string(crdmigrator.StorageVersionMigrationPhase) && p != string(crdmigrator.CleanupManagedFieldsPhase) {
@@ -351,7 +357,11 @@ func New(ctx context.Context, opts *Options, restConfig *rest.Config) (ctrl.Mana
 	if err := setupCRDMigrator(ctx, mgr, opts); err != nil {
 		return nil, err
 	}
-	if err := setupController(ctx, mgr, opts); err != nil {
+	clusterCache, err := setupController(ctx, mgr, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := setupInPlaceUpdates(mgr, opts, clusterCache); err != nil {
 		return nil, err
 	}
 
@@ -396,10 +406,21 @@ func newWebhookServer(opts *Options, tlsOpts []func(*tls.Config)) (webhook.Serve
 	if err != nil {
 		return nil, fmt.Errorf("creating the Runtime extension server: %w", err)
 	}
-	if err := updateextension.AddToServer(s, &updateextension.Handlers{}); err != nil {
-		return nil, err
-	}
 	return s, nil
+}
+
+// setupInPlaceUpdates adds the in-place update hooks to the Runtime
+// extension server, when KubeadmInPlaceUpdates made one.
+func setupInPlaceUpdates(mgr ctrl.Manager, opts *Options, clusterCache clustercache.ClusterCache) error {
+	s, ok := mgr.GetWebhookServer().(*runtimeserver.Server)
+	if !ok {
+		return nil
+	}
+	return updateextension.AddToServer(s, &updateextension.Handlers{Updater: &nodeupdate.Updater{
+		Reader:       mgr.GetAPIReader(),
+		ClusterCache: clusterCache,
+		Runner:       nodeupdate.Runner{Image: opts.nodeUpdateImage},
+	}})
 }
 
 // The CRD migrator's rights: read CRDs, update this provider's (their
@@ -429,7 +450,7 @@ func setupCRDMigrator(ctx context.Context, mgr ctrl.Manager, opts *Options) erro
 
 // setupController starts the cluster cache (connections to workload clusters)
 // and the KubeadmConfig controller.
-func setupController(ctx context.Context, mgr ctrl.Manager, opts *Options) error {
+func setupController(ctx context.Context, mgr ctrl.Manager, opts *Options) (clustercache.ClusterCache, error) {
 	// Reads everything from the manager's cache, including the Secrets and
 	// ConfigMaps the default client reads live (upstream's secret caching
 	// client, with this manager's scheme so the init lock can read Machines).
@@ -439,7 +460,7 @@ func setupController(ctx context.Context, mgr ctrl.Manager, opts *Options) error
 		Cache:      &client.CacheOptions{Reader: mgr.GetCache()},
 	})
 	if err != nil {
-		return fmt.Errorf("creating the caching client: %w", err)
+		return nil, fmt.Errorf("creating the caching client: %w", err)
 	}
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient:     cachingClient,
@@ -448,7 +469,7 @@ func setupController(ctx context.Context, mgr ctrl.Manager, opts *Options) error
 		WatchFilterValue: opts.watchFilter,
 	}, controller.Options{MaxConcurrentReconciles: opts.cacheConcurrency})
 	if err != nil {
-		return fmt.Errorf("setting up the cluster cache: %w", err)
+		return nil, fmt.Errorf("setting up the cluster cache: %w", err)
 	}
 	r := &kubeadmconfig.Reconciler{
 		Client:           mgr.GetClient(),
@@ -462,7 +483,7 @@ func setupController(ctx context.Context, mgr ctrl.Manager, opts *Options) error
 		WatchFilterValue: opts.watchFilter,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.configConcurrency}); err != nil {
-		return fmt.Errorf("setting up the KubeadmConfig controller: %w", err)
+		return nil, fmt.Errorf("setting up the KubeadmConfig controller: %w", err)
 	}
-	return nil
+	return clusterCache, nil
 }

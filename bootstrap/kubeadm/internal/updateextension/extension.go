@@ -19,7 +19,8 @@ limitations under the License.
 // CanUpdateMachineSet (asked by MachineDeployment rollouts) answer with the
 // changes a running machine can take, as internal/inplace/claims computes
 // them from the field table. Cluster API replaces a machine whenever any
-// other difference is left.
+// other difference is left. UpdateMachine (asked by the Machine controller
+// until it is done) applies the change on the node through nodeupdate.
 package updateextension
 
 import (
@@ -30,11 +31,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/nodeupdate"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/inplace/claims"
 )
 
@@ -42,16 +45,24 @@ import (
 const (
 	CanUpdateMachineName    = "can-update-machine"
 	CanUpdateMachineSetName = "can-update-machineset"
+	UpdateMachineName       = "update-machine"
 )
 
+// retryAfter is how long Cluster API waits before asking again about an
+// update in progress.
+const retryAfter = 5
+
 // Handlers answers the in-place update hooks.
-type Handlers struct{}
+type Handlers struct {
+	Updater *nodeupdate.Updater
+}
 
 // AddToServer registers the handlers on a Runtime extension server.
 func AddToServer(s *server.Server, h *Handlers) error {
 	for _, eh := range []server.ExtensionHandler{
 		{Hook: runtimehooksv1.CanUpdateMachine, Name: CanUpdateMachineName, HandlerFunc: h.CanUpdateMachine},
 		{Hook: runtimehooksv1.CanUpdateMachineSet, Name: CanUpdateMachineSetName, HandlerFunc: h.CanUpdateMachineSet},
+		{Hook: runtimehooksv1.UpdateMachine, Name: UpdateMachineName, HandlerFunc: h.UpdateMachine},
 	} {
 		if err := s.AddExtensionHandler(eh); err != nil {
 			return fmt.Errorf("adding the %s handler: %w", eh.Name, err)
@@ -86,6 +97,42 @@ func (h *Handlers) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.
 	resp.BootstrapConfigTemplatePatch = p
 	resp.Status = runtimehooksv1.ResponseStatusSuccess
 	log.V(4).Info("Answered CanUpdateMachineSet", "claimed", p.IsDefined())
+}
+
+// UpdateMachine applies the desired KubeadmConfig to the machine's node and
+// answers in progress until the node reports the update done or failed.
+// It keeps nothing in memory: each call reads where the update stands.
+func (h *Handlers) UpdateMachine(ctx context.Context, req *runtimehooksv1.UpdateMachineRequest, resp *runtimehooksv1.UpdateMachineResponse) {
+	machine := klog.KObj(&req.Desired.Machine)
+	log := ctrl.LoggerFrom(ctx).WithValues("Machine", machine)
+	ours, err := isOurs(req.Desired.BootstrapConfig, "KubeadmConfig")
+	if err == nil && !ours {
+		err = fmt.Errorf("Machine %s is not bootstrapped by a KubeadmConfig", machine)
+	}
+	cfg := &bootstrapv1.KubeadmConfig{}
+	if err == nil {
+		err = json.Unmarshal(req.Desired.BootstrapConfig.Raw, cfg)
+	}
+	var st nodeupdate.Status
+	if err == nil {
+		st, err = h.Updater.Update(ctx, client.ObjectKey{Namespace: req.Desired.Machine.Namespace, Name: req.Desired.Machine.Name}, cfg)
+	}
+	if err != nil {
+		fail(&resp.CommonResponse, err)
+		log.Error(err, "UpdateMachine failed")
+		return
+	}
+	resp.Message = st.Message
+	switch st.State {
+	case nodeupdate.Failed:
+		resp.Status = runtimehooksv1.ResponseStatusFailure
+	case nodeupdate.InProgress:
+		resp.Status = runtimehooksv1.ResponseStatusSuccess
+		resp.RetryAfterSeconds = retryAfter
+	default:
+		resp.Status = runtimehooksv1.ResponseStatusSuccess
+	}
+	log.V(2).Info("Answered UpdateMachine", "state", st.State, "message", st.Message)
 }
 
 // claim returns the patch for a pair of bootstrap objects, and no patch

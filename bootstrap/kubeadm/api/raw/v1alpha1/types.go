@@ -21,6 +21,9 @@ limitations under the License.
 // `value` key and, when kubeadm needs files on disk before it runs, a
 // BootstrapFiles document under FilesKey. docs/agents/raw-format.md describes both;
 // pkg/rawagent is a ready-made agent.
+//
+// NodeUpdate is the document an in-place update brings to a machine of any
+// format that has joined, and NodeUpdateResult how it ended there.
 package v1alpha1
 
 const (

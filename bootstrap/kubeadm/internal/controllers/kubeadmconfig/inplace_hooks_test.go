@@ -44,7 +44,11 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/updateextension"
 )
 
-const allGatesOn = "--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true,KubeadmInPlaceUpdates=true"
+// inPlaceFlags turn in-place updates on in a test manager.
+var inPlaceFlags = []string{
+	"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true,KubeadmInPlaceUpdates=true",
+	"--node-update-image=" + nodeUpdateImage,
+}
 
 // TestInPlaceHooksServedBesideAdmission: with KubeadmInPlaceUpdates on, the
 // manager's webhook server answers Cluster API's Runtime discovery with the
@@ -54,7 +58,7 @@ const allGatesOn = "--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmB
 // as Cluster API patches it equals the desired one, and leave a format
 // change unclaimed.
 func TestInPlaceHooksServedBesideAdmission(t *testing.T) {
-	startManager(t, allGatesOn)
+	startManager(t, inPlaceFlags...)
 	f := newFixture(t)
 
 	// Admission, on the same server.
@@ -72,7 +76,7 @@ func TestInPlaceHooksServedBesideAdmission(t *testing.T) {
 		names = append(names, h.Name+"/"+h.RequestHook.Hook)
 	}
 	slices.Sort(names)
-	if want := []string{updateextension.CanUpdateMachineName + "/CanUpdateMachine", updateextension.CanUpdateMachineSetName + "/CanUpdateMachineSet"}; !reflect.DeepEqual(names, want) {
+	if want := []string{updateextension.CanUpdateMachineName + "/CanUpdateMachine", updateextension.CanUpdateMachineSetName + "/CanUpdateMachineSet", updateextension.UpdateMachineName + "/UpdateMachine"}; !reflect.DeepEqual(names, want) {
 		t.Fatalf("discovery lists %v, want %v", names, want)
 	}
 
