@@ -57,6 +57,9 @@ const DefaultConfigPath = "/run/kubeadm/kubeadm.yaml"
 type Agent struct {
 	// Kubeadm is the kubeadm executable; empty means "kubeadm" from PATH.
 	Kubeadm string
+	// Systemctl restarts the kubelet after an in-place update; empty means
+	// "systemctl" from PATH.
+	Systemctl string
 	// ExtraArgs are appended to kubeadm's arguments (e.g. "--v=5").
 	ExtraArgs []string
 	// ConfigPath is where the configuration is written for kubeadm; empty

@@ -23,8 +23,6 @@ limitations under the License.
 package nodeupdate
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -64,12 +62,10 @@ func Order(p *plan.Plan) (*rawv1.NodeUpdate, []byte, error) {
 		}
 		u.KubeletExtraArgs = append(u.KubeletExtraArgs, rawv1.Arg{Name: a.Name, Value: v})
 	}
-	unsigned, err := json.Marshal(u)
-	if err != nil {
+	var err error
+	if u.Digest, err = u.ComputeDigest(); err != nil {
 		return nil, nil, err
 	}
-	sum := sha256.Sum256(unsigned)
-	u.Digest = hex.EncodeToString(sum[:])
 	doc, err := json.Marshal(u)
 	if err != nil {
 		return nil, nil, err

@@ -16,6 +16,12 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
 const (
 	// NodeUpdateKind identifies the NodeUpdate document.
 	NodeUpdateKind = "NodeUpdate"
@@ -59,6 +65,19 @@ type NodeUpdate struct {
 	// PatchesDirectory is where kubeadm reads its patches from; empty when
 	// the spec sets none.
 	PatchesDirectory string `json:"patchesDirectory,omitempty"`
+}
+
+// ComputeDigest returns the digest of the document: the SHA-256 of its
+// JSON with an empty digest.
+func (u *NodeUpdate) ComputeDigest() (string, error) {
+	unsigned := *u
+	unsigned.Digest = ""
+	b, err := json.Marshal(&unsigned)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // UpdateFile is one file as it must be on disk.

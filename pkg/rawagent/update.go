@@ -1,0 +1,236 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package rawagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
+)
+
+// KubeletFlagsPath is the file kubeadm writes the kubelet's flags to.
+const KubeletFlagsPath = "/var/lib/kubelet/kubeadm-flags.env"
+
+// kubeadmKubeletFlags are the kubelet flags kubeadm itself writes (its
+// kubelet phase's own, before the spec's kubeletExtraArgs override them).
+var kubeadmKubeletFlags = []string{"container-runtime-endpoint", "hostname-override", "register-with-taints"}
+
+// Update applies a NodeUpdate document to a machine that has joined, so
+// that it ends as a machine freshly bootstrapped from the same spec: the
+// files, then (on control planes) the static Pod manifests kubeadm writes
+// from the cluster's kubeadm-config ConfigMap, the kubelet's configuration
+// and flags, and a restart of the kubelet. Each step can run again: a
+// retry after a failure starts over. The result names the step that
+// failed and says what failed without file contents.
+func (a *Agent) Update(ctx context.Context, doc []byte) rawv1.NodeUpdateResult {
+	u, err := ParseNodeUpdate(doc)
+	if err != nil {
+		return rawv1.NodeUpdateResult{Step: rawv1.StepRead, Message: err.Error()}
+	}
+	res := rawv1.NodeUpdateResult{Digest: u.Digest}
+	for _, s := range []struct {
+		step rawv1.UpdateStep
+		run  func(context.Context, *rawv1.NodeUpdate) error
+	}{
+		{rawv1.StepFiles, a.updateFiles},
+		{rawv1.StepControlPlane, a.updateControlPlane},
+		{rawv1.StepKubeletConfig, a.updateKubelet},
+		{rawv1.StepKubeletRestart, a.restartKubelet},
+	} {
+		if err := s.run(ctx, u); err != nil {
+			res.Step, res.Message = s.step, err.Error()
+			return res
+		}
+	}
+	return res
+}
+
+// ParseNodeUpdate reads a NodeUpdate document and checks its digest.
+func ParseNodeUpdate(doc []byte) (*rawv1.NodeUpdate, error) {
+	u := &rawv1.NodeUpdate{}
+	if err := json.Unmarshal(doc, u); err != nil {
+		return nil, fmt.Errorf("the document is not a NodeUpdate: %v", err)
+	}
+	if u.APIVersion != rawv1.GroupVersion || u.Kind != rawv1.NodeUpdateKind {
+		return nil, fmt.Errorf("the document is %s %s, not %s %s", u.APIVersion, u.Kind, rawv1.GroupVersion, rawv1.NodeUpdateKind)
+	}
+	if digest, err := u.ComputeDigest(); err != nil || digest != u.Digest {
+		return nil, errors.New("the document does not match its digest")
+	}
+	return u, nil
+}
+
+// updateFiles writes the spec's files as a first boot does; a file that
+// appends does so once.
+func (a *Agent) updateFiles(_ context.Context, u *rawv1.NodeUpdate) error {
+	root, err := a.openRoot()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, f := range u.Files {
+		content := f.Content
+		if f.Append {
+			old, err := readAll(root, f.Path)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("file %s: %w", f.Path, err)
+			}
+			if bytes.HasSuffix(old, content) {
+				continue
+			}
+			content = append(old, content...)
+		}
+		if err := a.writeFile(root, rawv1.File{Path: f.Path, Owner: f.Owner, Permissions: f.Permissions, Content: string(content)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// updateControlPlane writes the control plane's static Pod manifests again
+// from the cluster's configuration (which KubeadmControlPlane updated),
+// without renewing certificates.
+func (a *Agent) updateControlPlane(ctx context.Context, u *rawv1.NodeUpdate) error {
+	if !u.ControlPlane {
+		return nil
+	}
+	return a.kubeadm(ctx, u, "upgrade", "node", "phase", "control-plane", "--certificate-renewal=false")
+}
+
+// updateKubelet writes the kubelet's configuration from the cluster's
+// kubelet-config ConfigMap and the spec's patches, then its flags as
+// kubeadm's kubelet phase writes them: kubeadm's own, sorted, then the
+// spec's kubeletExtraArgs, which replace any of kubeadm's of the same name.
+func (a *Agent) updateKubelet(ctx context.Context, u *rawv1.NodeUpdate) error {
+	if err := a.kubeadm(ctx, u, "upgrade", "node", "phase", "kubelet-config"); err != nil {
+		return err
+	}
+	root, err := a.openRoot()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	old, err := readAll(root, KubeletFlagsPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", KubeletFlagsPath, err)
+	}
+	flags, err := KubeletFlags(old, u.KubeletExtraArgs)
+	if err != nil {
+		return fmt.Errorf("%s: %w", KubeletFlagsPath, err)
+	}
+	return write(root, KubeletFlagsPath, flags, 0o644, nil)
+}
+
+// KubeletFlags is the kubeadm flags file of a node whose current file is
+// current and whose spec gives extra: kubeadm's own flags kept from
+// current, sorted by name, without those extra replaces, then extra.
+func KubeletFlags(current []byte, extra []rawv1.Arg) ([]byte, error) {
+	args, err := parseKubeletFlags(current)
+	if err != nil {
+		return nil, err
+	}
+	var kept []rawv1.Arg
+	for _, arg := range args {
+		replaced := slices.ContainsFunc(extra, func(e rawv1.Arg) bool { return e.Name == arg.Name })
+		if slices.Contains(kubeadmKubeletFlags, arg.Name) && !replaced {
+			kept = append(kept, arg)
+		}
+	}
+	slices.SortStableFunc(kept, func(x, y rawv1.Arg) int { return strings.Compare(x.Name, y.Name) })
+	all := make([]string, 0, len(kept)+len(extra))
+	for _, arg := range append(kept, extra...) {
+		all = append(all, "--"+arg.Name+"="+arg.Value)
+	}
+	return []byte("KUBELET_KUBEADM_ARGS=" + strconv.Quote(strings.Join(all, " ")) + "\n"), nil
+}
+
+// parseKubeletFlags reads a kubeadm flags file: one variable holding a
+// quoted list of --name=value flags.
+func parseKubeletFlags(b []byte) ([]rawv1.Arg, error) {
+	content := strings.TrimSpace(string(b))
+	if content == "" {
+		return nil, nil
+	}
+	quoted, ok := strings.CutPrefix(content, "KUBELET_KUBEADM_ARGS=")
+	if !ok {
+		return nil, errors.New("not a kubeadm flags file")
+	}
+	value, err := strconv.Unquote(quoted)
+	if err != nil {
+		return nil, fmt.Errorf("the flags are not quoted as kubeadm quotes them: %v", err)
+	}
+	var args []rawv1.Arg
+	for _, f := range strings.Fields(value) {
+		name, v, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+		args = append(args, rawv1.Arg{Name: name, Value: v})
+	}
+	return args, nil
+}
+
+// restartKubelet restarts the kubelet, which reads its configuration and
+// flags only when it starts.
+func (a *Agent) restartKubelet(ctx context.Context, _ *rawv1.NodeUpdate) error {
+	systemctl := a.Systemctl
+	if systemctl == "" {
+		systemctl = "systemctl"
+	}
+	return a.command(ctx, systemctl, "restart", "kubelet")
+}
+
+// kubeadm runs kubeadm with the spec's patches directory.
+func (a *Agent) kubeadm(ctx context.Context, u *rawv1.NodeUpdate, args ...string) error {
+	if u.PatchesDirectory != "" {
+		args = append(args, "--patches", a.path(u.PatchesDirectory))
+	}
+	kubeadm := a.Kubeadm
+	if kubeadm == "" {
+		kubeadm = "kubeadm"
+	}
+	return a.command(ctx, kubeadm, append(args, a.ExtraArgs...)...)
+}
+
+// command runs a command; the error names it and its exit status (its
+// output goes to the agent's Stdout and Stderr).
+func (a *Agent) command(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = a.Stdout, a.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// readAll reads a file beneath root.
+func readAll(root fileTree, p string) ([]byte, error) {
+	f, err := root.OpenFile(inRoot(p), 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(f)
+	return b.Bytes(), err
+}
