@@ -18,9 +18,10 @@ limitations under the License.
 // kubeadm bootstrap provider, without a Docker engine:
 //
 //   - the manager's container image, one docker-archive tarball per
-//     platform (static CGO_ENABLED=0 binary on an empty base made here, run
-//     as a non-root user), which `docker load`, `ctr images import` and
-//     `kind load image-archive` take;
+//     platform (static CGO_ENABLED=0 binaries on an empty base made here:
+//     the manager, run as a non-root user, and the node updater its
+//     in-place updates run on nodes), which `docker load`, `ctr images
+//     import` and `kind load image-archive` take;
 //
 //   - bootstrap-components.yaml: the kustomize build of the manifests with
 //     that image, clusterctl's ${VAR} placeholders left for clusterctl;
@@ -45,6 +46,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/components"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/gobuild"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/release/ociimage"
@@ -121,29 +123,34 @@ func ImageTarball(arch string) string {
 	return ImageName + "-" + arch + ".tar"
 }
 
-// WriteImage builds the manager for platform and writes its image, tagged
-// ref, as a docker-archive tarball at path.
+// WriteImage builds the manager and the node updater for platform and
+// writes their image, tagged ref, as a docker-archive tarball at path.
 func WriteImage(path string, ref name.Tag, platform v1.Platform) error {
-	binary, err := gobuild.Static(repodir.Root(), "./bootstrap/kubeadm/cmd/manager", platform)
+	manager, err := gobuild.Static(repodir.Root(), "./bootstrap/kubeadm/cmd/manager", platform)
 	if err != nil {
 		return err
 	}
-	img, err := Image(binary, platform, ref.TagStr())
+	updater, err := gobuild.Static(repodir.Root(), "./bootstrap/kubeadm/cmd/node-updater", platform)
+	if err != nil {
+		return err
+	}
+	img, err := Image(manager, updater, platform, ref.TagStr())
 	if err != nil {
 		return err
 	}
 	return tarball.WriteToFile(path, ref, img)
 }
 
-// Image is the manager image: /manager alone, run as a non-root user, on an
+// Image is the manager image: /manager, run as a non-root user, and
+// /node-updater, which the manager's in-place updates run on nodes, on an
 // empty base.
-func Image(binary []byte, platform v1.Platform, version string) (v1.Image, error) {
-	return ociimage.StaticBinary(binary, "manager", platform, map[string]string{
+func Image(manager, updater []byte, platform v1.Platform, version string) (v1.Image, error) {
+	return ociimage.StaticBinary(manager, "manager", platform, map[string]string{
 		"org.opencontainers.image.title":       ImageName,
 		"org.opencontainers.image.description": "Cluster API kubeadm bootstrap provider with pluggable bootstrap formats (cloud-config, ignition, raw)",
 		"org.opencontainers.image.version":     version,
 		"org.opencontainers.image.licenses":    "Apache-2.0",
-	})
+	}, ociimage.File(strings.TrimPrefix(rawv1.NodeUpdaterCommand, "/"), 0o755, updater))
 }
 
 // Components is the kustomize build of the default manifests with the

@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,7 +44,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/testenv"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
 )
@@ -100,12 +103,12 @@ func layerFiles(t *testing.T, img v1.Image) map[string]*tar.Header {
 				t.Fatal(err)
 			}
 			files[hdr.Name] = hdr
-			if hdr.Name == "manager" {
+			if hdr.Name == "manager" || hdr.Name == "node-updater" {
 				data, err := io.ReadAll(tr)
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkStaticELF(t, data)
+				checkStaticELF(t, hdr.Name, data)
 			}
 		}
 		rc.Close()
@@ -113,19 +116,19 @@ func layerFiles(t *testing.T, img v1.Image) map[string]*tar.Header {
 	return files
 }
 
-func checkStaticELF(t *testing.T, data []byte) {
+func checkStaticELF(t *testing.T, name string, data []byte) {
 	t.Helper()
 	f, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
-		t.Fatalf("/manager is not an ELF binary: %v", err)
+		t.Fatalf("/%s is not an ELF binary: %v", name, err)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			t.Fatal("/manager is dynamically linked (it has an interpreter)")
+			t.Fatalf("/%s is dynamically linked (it has an interpreter)", name)
 		}
 	}
 	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
-		t.Fatalf("/manager needs shared libraries: %v", libs)
+		t.Fatalf("/%s needs shared libraries: %v", name, libs)
 	}
 }
 
@@ -160,8 +163,10 @@ func TestImage(t *testing.T) {
 		t.Errorf("%d layers: want one on an empty base", len(layers))
 	}
 	files := layerFiles(t, img)
-	if m := files["manager"]; m == nil || m.Mode&0o111 == 0 {
-		t.Errorf("/manager missing or not executable: %+v", m)
+	for _, binary := range []string{"manager", strings.TrimPrefix(rawv1.NodeUpdaterCommand, "/")} {
+		if m := files[binary]; m == nil || m.Mode&0o111 == 0 {
+			t.Errorf("/%s missing or not executable: %+v", binary, m)
+		}
 	}
 	if files["etc/passwd"] == nil || files["etc/group"] == nil {
 		t.Error("no passwd/group entry for the non-root user")
@@ -479,5 +484,39 @@ func extractManager(t *testing.T, dir string) string {
 			}
 			return path
 		}
+	}
+}
+
+// TestComponentsRunTheNodeUpdaterOfTheRelease: the manager of the
+// components runs in-place updates with its own image, which holds the
+// node updater.
+func TestComponentsRunTheNodeUpdaterOfTheRelease(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(release(t), "bootstrap-components.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deployment *unstructured.Unstructured
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err == nil && u.GetKind() == "Deployment" {
+			deployment = u
+		}
+	}
+	if deployment == nil {
+		t.Fatal("no Deployment in the components")
+	}
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	manager := containers[0].(map[string]any)
+	var value string
+	for _, e := range manager["env"].([]any) {
+		if env := e.(map[string]any); env["name"] == "NODE_UPDATE_IMAGE" {
+			value, _ = env["value"].(string)
+		}
+	}
+	if value != testRef.String() || manager["image"] != testRef.String() {
+		t.Errorf("NODE_UPDATE_IMAGE is %q, the manager's image %v; want both %s", value, manager["image"], testRef)
+	}
+	if !slices.Contains(manager["args"].([]any), any("--node-update-image=$(NODE_UPDATE_IMAGE)")) {
+		t.Errorf("the manager's args do not pass NODE_UPDATE_IMAGE: %v", manager["args"])
 	}
 }

@@ -41,8 +41,9 @@ const ifNotPresent = `[{"op": "add", "path": "/spec/template/spec/containers/0/i
 
 // Build runs kustomize over base (a directory holding a kustomization) with
 // each image named in the base (images' keys) set to its reference, and
-// every Deployment's manager pulled IfNotPresent.
-func Build(base string, images map[string]string) ([]byte, error) {
+// every Deployment's manager pulled IfNotPresent; then the replacements,
+// which see the images set.
+func Build(base string, images map[string]string, replacements ...kustomizetypes.ReplacementField) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "components-")
 	if err != nil {
 		return nil, err
@@ -59,9 +60,10 @@ func Build(base string, images map[string]string) ([]byte, error) {
 		return nil, err
 	}
 	k := kustomizetypes.Kustomization{
-		TypeMeta:  kustomizetypes.TypeMeta{APIVersion: kustomizetypes.KustomizationVersion, Kind: kustomizetypes.KustomizationKind},
-		Resources: []string{rel},
-		Patches:   []kustomizetypes.Patch{{Patch: ifNotPresent, Target: &kustomizetypes.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Kind: "Deployment"}}}}},
+		TypeMeta:     kustomizetypes.TypeMeta{APIVersion: kustomizetypes.KustomizationVersion, Kind: kustomizetypes.KustomizationKind},
+		Resources:    []string{rel},
+		Patches:      []kustomizetypes.Patch{{Patch: ifNotPresent, Target: &kustomizetypes.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Kind: "Deployment"}}}}},
+		Replacements: replacements,
 	}
 	for from, to := range images {
 		ref, err := name.NewTag(to)
@@ -87,7 +89,19 @@ func Build(base string, images map[string]string) ([]byte, error) {
 }
 
 // Bootstrap is this provider's bootstrap-components.yaml, its manager's
-// image set to image, as its release builds it.
+// image set to image, as its release builds it. The manager's image holds
+// the node updater too: the manager learns it from NODE_UPDATE_IMAGE.
 func Bootstrap(image string) ([]byte, error) {
-	return Build(filepath.Join(repodir.Root(), "bootstrap", "kubeadm", "config", "default"), map[string]string{"controller": image})
+	manager := func(fieldPath string) []string {
+		return []string{"spec.template.spec.containers.[name=manager]." + fieldPath}
+	}
+	deployment := resid.ResId{Gvk: resid.Gvk{Group: "apps", Version: "v1", Kind: "Deployment"}, Name: "capi-kubeadm-bootstrap-controller-manager"}
+	nodeUpdateImage := kustomizetypes.ReplacementField{Replacement: kustomizetypes.Replacement{
+		Source: &kustomizetypes.SourceSelector{ResId: deployment, FieldPath: manager("image")[0]},
+		Targets: []*kustomizetypes.TargetSelector{{
+			Select:     &kustomizetypes.Selector{ResId: deployment},
+			FieldPaths: manager("env.[name=NODE_UPDATE_IMAGE].value"),
+		}},
+	}}
+	return Build(filepath.Join(repodir.Root(), "bootstrap", "kubeadm", "config", "default"), map[string]string{"controller": image}, nodeUpdateImage)
 }

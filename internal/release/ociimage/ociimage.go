@@ -164,13 +164,13 @@ const (
 // StaticBinary is the image of one static binary at /name, run as the
 // non-root user from /, with the passwd and group entries of that user, a
 // home and /tmp, on an empty base: what distroless's static image gives a Go
-// manager.
-func StaticBinary(binary []byte, name string, platform v1.Platform, labels map[string]string) (v1.Image, error) {
+// manager. Extra entries (another binary) go into the same layer.
+func StaticBinary(binary []byte, name string, platform v1.Platform, labels map[string]string, extra ...Entry) (v1.Image, error) {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRootUID, NonRootGID)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRootGID)
 	home := Dir("home/nonroot", 0o700)
 	home.UID, home.GID = NonRootUID, NonRootGID
-	layer, err := Layer([]Entry{
+	layer, err := Layer(append([]Entry{
 		Dir("etc", 0o755),
 		File("etc/passwd", 0o644, []byte(passwd)),
 		File("etc/group", 0o644, []byte(group)),
@@ -178,7 +178,7 @@ func StaticBinary(binary []byte, name string, platform v1.Platform, labels map[s
 		home,
 		Dir("tmp", 0o1777),
 		File(name, 0o755, binary),
-	})
+	}, extra...))
 	if err != nil {
 		return nil, err
 	}

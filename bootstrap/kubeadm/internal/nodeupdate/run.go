@@ -127,13 +127,14 @@ func (r Runner) pod(node, name string, labels map[string]string) *corev1.Pod {
 			PriorityClassName:            "system-node-critical",
 			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{
-				Name:  "node-update",
-				Image: r.Image,
+				Name:    "node-update",
+				Image:   r.Image,
+				Command: []string{rawv1.NodeUpdaterCommand},
 				Args: []string{
 					"--root=" + rawv1.NodeUpdateHostPath,
 					"--update=" + path.Join(rawv1.NodeUpdateMountPath, rawv1.NodeUpdateKey),
 				},
-				SecurityContext:          &corev1.SecurityContext{Privileged: ptr.To(true)},
+				SecurityContext:          &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](0)},
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "host", MountPath: rawv1.NodeUpdateHostPath},

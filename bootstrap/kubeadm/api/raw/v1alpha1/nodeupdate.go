@@ -39,6 +39,9 @@ const (
 	// NodeUpdateHostPath the node's root file system.
 	NodeUpdateMountPath = "/run/node-update"
 	NodeUpdateHostPath  = "/host"
+	// NodeUpdaterCommand is the node updater in the manager's image, which
+	// the Pod runs as root.
+	NodeUpdaterCommand = "/node-updater"
 )
 
 // NodeUpdate is an in-place update of a machine that has joined: what it
