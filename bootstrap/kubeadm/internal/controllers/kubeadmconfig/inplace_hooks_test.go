@@ -17,18 +17,11 @@ limitations under the License.
 package kubeadmconfig_test
 
 import (
-	"bytes"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +35,7 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/updateextension"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/runtimehook"
 )
 
 // inPlaceFlags turn in-place updates on in a test manager.
@@ -138,42 +132,13 @@ func checkClaim(t *testing.T, common runtimehooksv1.CommonResponse, p runtimehoo
 
 func rawObject(b []byte) runtime.RawExtension { return runtime.RawExtension{Raw: b} }
 
-// callHook POSTs a hook request to the manager's webhook port, trusting
-// only the certificate authority the API server trusts there, and decodes
-// the answer.
+// callHook calls a hook on the manager's webhook port, trusting only the
+// certificate authority the API server trusts there.
 func callHook(t *testing.T, hook runtimecatalog.Hook, handler string, req, resp any) {
 	t.Helper()
-	catalog := runtimecatalog.New()
-	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
-		t.Fatal(err)
-	}
-	gvh, err := catalog.GroupVersionHook(hook)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hooks := mgmt.Webhooks()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(hooks.CAData)
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	body, err := json.Marshal(req)
-	if err != nil {
+	if err := runtimehook.Call(hooks.Address(), hooks.CAData, hook, handler, req, resp); err != nil {
 		t.Fatal(err)
-	}
-	path := runtimecatalog.GVHToPath(gvh, handler)
-	if handler == "" {
-		path = strings.TrimSuffix(path, "/")
-	}
-	r, err := hc.Post(fmt.Sprintf("https://%s%s", hooks.Address(), path), "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = r.Body.Close() }()
-	b, _ := io.ReadAll(r.Body)
-	if r.StatusCode != http.StatusOK {
-		t.Fatalf("%s: HTTP %d: %s", path, r.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, resp); err != nil {
-		t.Fatalf("%s: %v: %s", path, err, b)
 	}
 }
 
