@@ -40,6 +40,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -60,6 +61,11 @@ type Agent struct {
 	// Systemctl restarts the kubelet after an in-place update; empty means
 	// "systemctl" from PATH.
 	Systemctl string
+	// KubeletHealthz and KubeletHealthTimeout say where and how long an
+	// in-place update waits for the restarted kubelet to be healthy; empty
+	// means DefaultKubeletHealthz and DefaultKubeletHealthTimeout.
+	KubeletHealthz       string
+	KubeletHealthTimeout time.Duration
 	// ExtraArgs are appended to kubeadm's arguments (e.g. "--v=5").
 	ExtraArgs []string
 	// ConfigPath is where the configuration is written for kubeadm; empty

@@ -23,16 +23,30 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 )
 
-// KubeletFlagsPath is the file kubeadm writes the kubelet's flags to.
-const KubeletFlagsPath = "/var/lib/kubelet/kubeadm-flags.env"
+// KubeletFlagsPath is the file kubeadm writes the kubelet's flags to, and
+// KubeletConfigPath its configuration.
+const (
+	KubeletFlagsPath  = "/var/lib/kubelet/kubeadm-flags.env"
+	KubeletConfigPath = "/var/lib/kubelet/config.yaml"
+)
+
+// DefaultKubeletHealthz is the kubelet's health endpoint as kubeadm
+// configures it, and DefaultKubeletHealthTimeout how long an update waits
+// for it after a restart.
+const (
+	DefaultKubeletHealthz       = "http://127.0.0.1:10248/healthz"
+	DefaultKubeletHealthTimeout = time.Minute
+)
 
 // kubeadmKubeletFlags are the kubelet flags kubeadm itself writes (its
 // kubelet phase's own, before the spec's kubeletExtraArgs override them).
@@ -51,16 +65,28 @@ func (a *Agent) Update(ctx context.Context, doc []byte) rawv1.NodeUpdateResult {
 		return rawv1.NodeUpdateResult{Step: rawv1.StepRead, Message: err.Error()}
 	}
 	res := rawv1.NodeUpdateResult{Digest: u.Digest}
+	// What the kubelet ran with, put back if it cannot run with the update.
+	var saved *kubeletBackup
 	for _, s := range []struct {
 		step rawv1.UpdateStep
-		run  func(context.Context, *rawv1.NodeUpdate) error
+		run  func() error
 	}{
-		{rawv1.StepFiles, a.updateFiles},
-		{rawv1.StepControlPlane, a.updateControlPlane},
-		{rawv1.StepKubeletConfig, a.updateKubelet},
-		{rawv1.StepKubeletRestart, a.restartKubelet},
+		{rawv1.StepFiles, func() error { return a.updateFiles(u) }},
+		{rawv1.StepControlPlane, func() error { return a.updateControlPlane(ctx, u) }},
+		{rawv1.StepKubeletConfig, func() (err error) {
+			if saved, err = a.saveKubelet(); err != nil {
+				return err
+			}
+			if err = a.updateKubelet(ctx, u); err != nil {
+				if rerr := saved.restore(); rerr != nil {
+					return fmt.Errorf("%w; putting the previous kubelet files back: %v", err, rerr)
+				}
+			}
+			return err
+		}},
+		{rawv1.StepKubeletRestart, func() error { return a.restartKubelet(ctx, saved) }},
 	} {
-		if err := s.run(ctx, u); err != nil {
+		if err := s.run(); err != nil {
 			res.Step, res.Message = s.step, err.Error()
 			return res
 		}
@@ -85,7 +111,7 @@ func ParseNodeUpdate(doc []byte) (*rawv1.NodeUpdate, error) {
 
 // updateFiles writes the spec's files as a first boot does; a file that
 // appends does so once.
-func (a *Agent) updateFiles(_ context.Context, u *rawv1.NodeUpdate) error {
+func (a *Agent) updateFiles(u *rawv1.NodeUpdate) error {
 	root, err := a.openRoot()
 	if err != nil {
 		return err
@@ -137,11 +163,48 @@ func (a *Agent) updateKubelet(ctx context.Context, u *rawv1.NodeUpdate) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: %w", KubeletFlagsPath, err)
 	}
-	flags, err := KubeletFlags(old, u.KubeletExtraArgs)
+	extra, err := a.resolveArgs(old, u)
+	if err != nil {
+		return err
+	}
+	flags, err := KubeletFlags(old, extra)
 	if err != nil {
 		return fmt.Errorf("%s: %w", KubeletFlagsPath, err)
 	}
 	return write(root, KubeletFlagsPath, flags, 0o644, nil)
+}
+
+// resolveArgs gives templated flags their values: the one the machine's
+// flag has (its first boot filled it with facts that do not change), or,
+// for a flag it does not have yet, the declared placeholders filled from
+// the agent's Metadata.
+func (a *Agent) resolveArgs(current []byte, u *rawv1.NodeUpdate) ([]rawv1.Arg, error) {
+	have, err := parseKubeletFlags(current)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", KubeletFlagsPath, err)
+	}
+	out := make([]rawv1.Arg, 0, len(u.KubeletExtraArgs))
+	for _, arg := range u.KubeletExtraArgs {
+		if !arg.Templated {
+			out = append(out, arg)
+			continue
+		}
+		if i := slices.IndexFunc(have, func(h rawv1.Arg) bool { return h.Name == arg.Name }); i >= 0 {
+			out = append(out, rawv1.Arg{Name: arg.Name, Value: have[i].Value})
+			continue
+		}
+		v := arg.Value
+		for _, ph := range u.Placeholders {
+			if m, ok := a.Metadata[ph.Metadata]; ok && strings.Contains(v, ph.Text) {
+				v = strings.ReplaceAll(v, ph.Text, m)
+			}
+		}
+		if strings.Contains(v, "{{") {
+			return nil, fmt.Errorf("kubelet flag --%s is templated with facts of the machine it has no value for yet", arg.Name)
+		}
+		out = append(out, rawv1.Arg{Name: arg.Name, Value: v})
+	}
+	return out, nil
 }
 
 // KubeletFlags is the kubeadm flags file of a node whose current file is
@@ -191,13 +254,113 @@ func parseKubeletFlags(b []byte) ([]rawv1.Arg, error) {
 }
 
 // restartKubelet restarts the kubelet, which reads its configuration and
-// flags only when it starts.
-func (a *Agent) restartKubelet(ctx context.Context, _ *rawv1.NodeUpdate) error {
+// flags only when it starts, and waits until it is healthy. A kubelet that
+// does not become healthy gets back what it ran with before: a node whose
+// kubelet is down could not even report the update's failure.
+func (a *Agent) restartKubelet(ctx context.Context, saved *kubeletBackup) error {
 	systemctl := a.Systemctl
 	if systemctl == "" {
 		systemctl = "systemctl"
 	}
-	return a.command(ctx, systemctl, "restart", "kubelet")
+	if err := a.command(ctx, systemctl, "restart", "kubelet"); err != nil {
+		return err
+	}
+	if err := a.kubeletHealthy(ctx); err == nil {
+		return nil
+	}
+	if err := saved.restore(); err != nil {
+		return fmt.Errorf("the kubelet did not become healthy with the update, and its previous configuration could not be put back: %w", err)
+	}
+	if err := a.command(ctx, systemctl, "restart", "kubelet"); err != nil {
+		return err
+	}
+	return errors.New("the kubelet did not become healthy with the update; it runs with its previous configuration and flags again")
+}
+
+// kubeletHealthy waits for the kubelet's health endpoint to answer ok.
+func (a *Agent) kubeletHealthy(ctx context.Context) error {
+	url, wait := a.KubeletHealthz, a.KubeletHealthTimeout
+	if url == "" {
+		url = DefaultKubeletHealthz
+	}
+	if wait == 0 {
+		wait = DefaultKubeletHealthTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var last error
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the kubelet is not healthy: %w", last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// kubeletFiles are what the kubelet step writes and a failed restart puts
+// back.
+var kubeletFiles = []string{KubeletFlagsPath, KubeletConfigPath}
+
+// kubeletBackup is the kubelet's files as they were before an update; nil
+// content: the file did not exist.
+type kubeletBackup struct {
+	a     *Agent
+	files map[string][]byte
+}
+
+func (a *Agent) saveKubelet() (*kubeletBackup, error) {
+	root, err := a.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	b := &kubeletBackup{a: a, files: map[string][]byte{}}
+	for _, p := range kubeletFiles {
+		content, err := readAll(root, p)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("saving %s: %w", p, err)
+		}
+		b.files[p] = content
+	}
+	return b, nil
+}
+
+// restore writes the saved files back (kubeadm writes both 0644).
+func (b *kubeletBackup) restore() error {
+	if b == nil {
+		return errors.New("nothing was saved")
+	}
+	root, err := b.a.openRoot()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for p, content := range b.files {
+		if content == nil {
+			if err := root.Remove(inRoot(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			continue
+		}
+		if err := write(root, p, content, 0o644, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // kubeadm runs kubeadm with the spec's patches directory.

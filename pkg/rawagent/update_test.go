@@ -19,10 +19,13 @@ package rawagent_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/pkg/rawagent"
@@ -38,6 +41,14 @@ func recorder(t *testing.T, dir, name, log string, code int) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// healthz is a kubelet health endpoint answering code.
+func healthz(t *testing.T, code int) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func nodeUpdate(t *testing.T, u rawv1.NodeUpdate) []byte {
@@ -60,7 +71,8 @@ func nodeUpdate(t *testing.T, u rawv1.NodeUpdate) []byte {
 func TestUpdateRunsItsStepsInOrder(t *testing.T) {
 	root, bin := t.TempDir(), t.TempDir()
 	log := filepath.Join(bin, "log")
-	a := &rawagent.Agent{Root: root, Kubeadm: recorder(t, bin, "kubeadm", log, 0), Systemctl: recorder(t, bin, "systemctl", log, 0)}
+	a := &rawagent.Agent{Root: root, Kubeadm: recorder(t, bin, "kubeadm", log, 0), Systemctl: recorder(t, bin, "systemctl", log, 0),
+		KubeletHealthz: healthz(t, http.StatusOK)}
 	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +117,8 @@ func TestUpdateRunsItsStepsInOrder(t *testing.T) {
 func TestUpdateNamesTheStepThatFailed(t *testing.T) {
 	root, bin := t.TempDir(), t.TempDir()
 	log := filepath.Join(bin, "log")
-	a := &rawagent.Agent{Root: root, Kubeadm: recorder(t, bin, "kubeadm", log, 1), Systemctl: recorder(t, bin, "systemctl", log, 0)}
+	a := &rawagent.Agent{Root: root, Kubeadm: recorder(t, bin, "kubeadm", log, 1), Systemctl: recorder(t, bin, "systemctl", log, 0),
+		KubeletHealthz: healthz(t, http.StatusOK)}
 	doc := nodeUpdate(t, rawv1.NodeUpdate{Files: []rawv1.UpdateFile{{Path: "/etc/secret", Content: []byte("S3CRET")}}})
 	res := a.Update(context.Background(), doc)
 	if res.Step != rawv1.StepKubeletConfig || !strings.Contains(res.Message, "kubelet-config") || strings.Contains(res.Message, "S3CRET") {
@@ -152,5 +165,72 @@ func TestKubeletFlagsAsKubeadmWritesThem(t *testing.T) {
 	}
 	if _, err := rawagent.KubeletFlags([]byte("FOO=bar"), nil); err == nil {
 		t.Error("a file that is not kubeadm's was taken")
+	}
+}
+
+// TestUnhealthyKubeletGetsItsFilesBack: a kubelet that does not become
+// healthy after the update runs again with the flags and configuration it
+// had, and the update fails at the restart.
+func TestUnhealthyKubeletGetsItsFilesBack(t *testing.T) {
+	root, bin := t.TempDir(), t.TempDir()
+	log := filepath.Join(bin, "log")
+	a := &rawagent.Agent{Root: root, Kubeadm: recorder(t, bin, "kubeadm", log, 0), Systemctl: recorder(t, bin, "systemctl", log, 0),
+		KubeletHealthz: healthz(t, http.StatusInternalServerError), KubeletHealthTimeout: 2 * time.Second}
+	before := map[string]string{
+		rawagent.KubeletFlagsPath:  `KUBELET_KUBEADM_ARGS="--v=2"` + "\n",
+		rawagent.KubeletConfigPath: "kind: KubeletConfiguration\n",
+	}
+	for p, c := range before {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := a.Update(context.Background(), nodeUpdate(t, rawv1.NodeUpdate{KubeletExtraArgs: []rawv1.Arg{{Name: "v", Value: "9"}}}))
+	if res.Step != rawv1.StepKubeletRestart || !strings.Contains(res.Message, "previous") {
+		t.Errorf("result %+v", res)
+	}
+	for p, c := range before {
+		if b, _ := os.ReadFile(filepath.Join(root, p)); string(b) != c {
+			t.Errorf("%s: %q, want the previous %q", p, b, c)
+		}
+	}
+	if b, _ := os.ReadFile(log); strings.Count(string(b), "systemctl restart kubelet") != 2 {
+		t.Errorf("commands: %s", b)
+	}
+}
+
+// TestTemplatedFlagsKeepTheMachinesValue: a flag whose spec value holds
+// Jinja keeps the value the machine's first boot gave it; a new one is
+// filled from the agent's metadata, or refused when it cannot be.
+func TestTemplatedFlagsKeepTheMachinesValue(t *testing.T) {
+	root, bin := t.TempDir(), t.TempDir()
+	log := filepath.Join(bin, "log")
+	a := &rawagent.Agent{Root: root, Kubeadm: recorder(t, bin, "kubeadm", log, 0), Systemctl: recorder(t, bin, "systemctl", log, 0),
+		KubeletHealthz: healthz(t, http.StatusOK), Metadata: map[rawv1.MetadataKey]string{rawv1.MetadataLocalHostname: "node-a"}}
+	flags := filepath.Join(root, rawagent.KubeletFlagsPath)
+	if err := os.MkdirAll(filepath.Dir(flags), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(flags, []byte(`KUBELET_KUBEADM_ARGS="--provider-id=sim://i-123"`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := "{{ ds.meta_data.instance_id }}"
+	name := "{{ ds.meta_data.local_hostname }}"
+	u := rawv1.NodeUpdate{
+		KubeletExtraArgs: []rawv1.Arg{{Name: "provider-id", Value: "sim://" + id, Templated: true}, {Name: "node-labels", Value: "host=" + name, Templated: true}},
+		Placeholders:     []rawv1.Placeholder{{Text: id, Metadata: rawv1.MetadataInstanceID}, {Text: name, Metadata: rawv1.MetadataLocalHostname}},
+	}
+	if res := a.Update(context.Background(), nodeUpdate(t, u)); res.Step != "" {
+		t.Fatalf("update failed at %s: %s", res.Step, res.Message)
+	}
+	if b, _ := os.ReadFile(flags); string(b) != `KUBELET_KUBEADM_ARGS="--provider-id=sim://i-123 --node-labels=host=node-a"`+"\n" {
+		t.Errorf("flags: %q", b)
+	}
+	u.KubeletExtraArgs = append(u.KubeletExtraArgs, rawv1.Arg{Name: "node-ip", Value: "{{ ds.meta_data.local_ipv4 }}", Templated: true})
+	if res := a.Update(context.Background(), nodeUpdate(t, u)); res.Step != rawv1.StepKubeletConfig || !strings.Contains(res.Message, "--node-ip") {
+		t.Errorf("a templated flag without a value: %+v", res)
 	}
 }

@@ -70,7 +70,12 @@ func run(root, update, result string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	agent := &rawagent.Agent{Stdout: os.Stdout, Stderr: os.Stderr}
+	agent := &rawagent.Agent{Stdout: os.Stdout, Stderr: os.Stderr, Metadata: map[rawv1.MetadataKey]string{}}
+	// The Pod shares the node's network and name: its hostname is the
+	// node's, for a new templated kubelet flag that needs it.
+	if name, err := os.Hostname(); err == nil {
+		agent.Metadata[rawv1.MetadataLocalHostname] = name
+	}
 	return report(out, agent.Update(ctx, doc))
 }
 

@@ -25,9 +25,11 @@ package nodeupdate
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/internal/plan"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/placeholders"
 )
 
 // Order is the NodeUpdate of a joined machine's plan (plan.Input.Joined),
@@ -60,7 +62,14 @@ func Order(p *plan.Plan) (*rawv1.NodeUpdate, []byte, error) {
 		if a.Value != nil {
 			v = *a.Value
 		}
-		u.KubeletExtraArgs = append(u.KubeletExtraArgs, rawv1.Arg{Name: a.Name, Value: v})
+		found := placeholders.Find(v)
+		u.KubeletExtraArgs = append(u.KubeletExtraArgs, rawv1.Arg{Name: a.Name, Value: v, Templated: len(found) > 0})
+		for _, ph := range found {
+			declared := rawv1.Placeholder{Text: ph.Text, Metadata: ph.Metadata}
+			if ph.Supported() && !slices.Contains(u.Placeholders, declared) {
+				u.Placeholders = append(u.Placeholders, declared)
+			}
+		}
 	}
 	var err error
 	if u.Digest, err = u.ComputeDigest(); err != nil {

@@ -20,6 +20,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
@@ -67,5 +69,30 @@ func TestOrderIsTheSameInEveryFormat(t *testing.T) {
 	worker, _, err := Order(joinedPlan(t, bootstrapv1.CloudConfig, plan.ActionJoin, "a"))
 	if err != nil || worker.ControlPlane || worker.Digest == digest {
 		t.Errorf("a worker's update: %+v (%v)", worker, err)
+	}
+}
+
+// TestTemplatedKubeletFlags: a kubelet flag whose value holds Jinja is
+// marked, and its supported placeholders declared once.
+func TestTemplatedKubeletFlags(t *testing.T) {
+	in := plantest.Input(plantest.Base(bootstrapv1.CloudConfig, plan.ActionJoin), plan.ActionJoin)
+	id := "{{ ds.meta_data.instance_id }}"
+	in.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs = []upstreambootstrapv1.Arg{
+		{Name: "provider-id", Value: ptr.To("sim://" + id)}, {Name: "node-labels", Value: ptr.To("id=" + id)}, {Name: "v", Value: ptr.To("2")},
+	}
+	in.Joined = true
+	p, err := plan.Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _, err := Order(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !u.KubeletExtraArgs[0].Templated || !u.KubeletExtraArgs[1].Templated || u.KubeletExtraArgs[2].Templated {
+		t.Errorf("templated flags: %+v", u.KubeletExtraArgs)
+	}
+	if len(u.Placeholders) != 1 || u.Placeholders[0] != (rawv1.Placeholder{Text: id, Metadata: rawv1.MetadataInstanceID}) {
+		t.Errorf("placeholders: %+v", u.Placeholders)
 	}
 }

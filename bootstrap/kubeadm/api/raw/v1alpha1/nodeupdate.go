@@ -65,6 +65,9 @@ type NodeUpdate struct {
 	// KubeletExtraArgs are the kubelet flags the spec gives besides
 	// kubeadm's own (nodeRegistration.kubeletExtraArgs), in spec order.
 	KubeletExtraArgs []Arg `json:"kubeletExtraArgs,omitempty"`
+	// Placeholders are the texts of templated flags that stand for the
+	// machine's metadata, for a flag the machine does not have yet.
+	Placeholders []Placeholder `json:"placeholders,omitempty"`
 	// PatchesDirectory is where kubeadm reads its patches from; empty when
 	// the spec sets none.
 	PatchesDirectory string `json:"patchesDirectory,omitempty"`
@@ -101,6 +104,10 @@ type UpdateFile struct {
 type Arg struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
+	// Templated says that the value holds Jinja that the machine's first
+	// boot filled with its own facts (its instance id, say), which do not
+	// change: the machine keeps the value its flag has.
+	Templated bool `json:"templated,omitempty"`
 }
 
 // NodeUpdateResult is how an update ended on the machine. Message says
