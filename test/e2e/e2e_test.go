@@ -25,14 +25,19 @@ import (
 	"os"
 	"testing"
 
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
 )
 
 // st is the stack every test of the package shares.
 var st *stack.Stack
 
-// managerArgs turn on both gated formats.
-var managerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true"}
+// managerArgs turn on both gated formats and in-place updates, whose Pods
+// run the release's image.
+var managerArgs = []string{
+	"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true,KubeadmInPlaceUpdates=true",
+	"--node-update-image=" + releases.OurImage,
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(stack.Run(stack.RunInput{M: m, ManagerArgs: managerArgs, Setup: func(s *stack.Stack) { st = s }}))

@@ -164,7 +164,7 @@ func Build(dir string) (*Releases, error) {
 	for _, i := range upstream.Images {
 		r.Images = append(r.Images, host.ImageArchive{Ref: i.Ref, Path: filepath.Join(upstream.Dir, i.File)})
 	}
-	ours, err := buildOurImage(filepath.Join(dir, "ours"))
+	ours, err := BuildOurImage(filepath.Join(dir, "ours"))
 	if err != nil {
 		return nil, err
 	}
@@ -206,9 +206,9 @@ func (r *Releases) write(label, version, file string, yml []byte, metadata strin
 	return copyFile(metadata, filepath.Join(dir, "metadata.yaml"))
 }
 
-// buildOurImage runs the release tool for this machine's platform, as make
-// image does.
-func buildOurImage(out string) (host.ImageArchive, error) {
+// BuildOurImage runs the release tool for this machine's platform, as make
+// image does, and returns the image (OurImage) it wrote under out.
+func BuildOurImage(out string) (host.ImageArchive, error) {
 	// The tool runs in its own module's directory.
 	out, err := filepath.Abs(out)
 	if err != nil {

@@ -19,9 +19,11 @@ package stack
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/test/process"
@@ -153,6 +155,14 @@ func (m *Management) start(ctx context.Context, managerArgs []string) error {
 // simulatedRBAC is the simulated provider's generated RBAC, which its
 // manager runs with.
 var simulatedRBAC = filepath.Join("test", "infrastructure", "simulated", "config", "rbac")
+
+// WebhookEndpoint is where this provider's manager serves its webhooks
+// (and, with KubeadmInPlaceUpdates, Cluster API's Runtime hooks), and the
+// certificate authority of its serving certificate.
+func (m *Management) WebhookEndpoint() (address string, caData []byte) {
+	w := m.env.Webhooks()
+	return net.JoinHostPort(w.Host, strconv.Itoa(m.webhookPort)), w.CAData
+}
 
 // startSimulated runs the simulated provider's manager binary as its
 // Deployment runs it, with exactly the rights its release grants, asking the

@@ -129,15 +129,22 @@ func (w *Cluster) AddControlPlaneMachine(name string, format bootstrapv1.Format,
 // name) and returns its output.
 func (w *Cluster) OnHost(machine string, args ...string) string {
 	w.t.Helper()
+	out, err := w.TryOnHost(machine, args...)
+	if err != nil {
+		w.t.Fatalf("on %s: %s: %v\n%s", machine, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// TryOnHost is OnHost for a command that may fail: its output and error.
+func (w *Cluster) TryOnHost(machine string, args ...string) (string, error) {
+	w.t.Helper()
 	h := w.stack.Lab.Host(w.Namespace + "/" + machine)
 	if h == nil {
 		w.t.Fatalf("no host for machine %s", machine)
 	}
 	out, err := h.Exec(args...)
-	if err != nil {
-		w.t.Fatalf("on %s: %s: %v\n%s", machine, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 // AddMachineDeployment adds a MachineDeployment of workers of the given format.

@@ -230,6 +230,7 @@ type kubeletConfig struct {
 	CgroupDriver        string `json:"cgroupDriver"`
 	FailCgroupV1        *bool  `json:"failCgroupV1"`
 	ContainerLogMaxSize string `json:"containerLogMaxSize"`
+	MaxPods             int32  `json:"maxPods"`
 }
 
 // runningKubeletConfig reads a node's running kubelet configuration through

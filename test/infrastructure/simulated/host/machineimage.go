@@ -140,3 +140,16 @@ func ImportImages(root string, archives []ImageArchive) (string, error) {
 	}
 	return strings.TrimSpace(string(version)), errors.Join(missing...)
 }
+
+// ImportImage imports an image into a running host's containerd, where its
+// kubelet finds it, as a site preloads images or a mirror serves them.
+func (h *Host) ImportImage(a ImageArchive) error {
+	b, err := os.ReadFile(a.Path)
+	if err != nil {
+		return err
+	}
+	if out, err := h.execWithInput(b, "ctr", "--namespace", "k8s.io", "images", "import", "-"); err != nil {
+		return fmt.Errorf("ctr images import %s on %s: %w\n%s", a.Ref, h.Name, err, out)
+	}
+	return nil
+}

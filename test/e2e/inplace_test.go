@@ -1,0 +1,134 @@
+/*
+Copyright The cabpk-formats Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/releases"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/workload"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
+)
+
+// What the in-place change gives a worker: a kubeadm patch of the kubelet's
+// configuration (a file, which every format carries) and a kubelet flag.
+const (
+	inPlacePatch      = objects.KubeadmPatchesDir + "/kubeletconfiguration1+merge.yaml"
+	inPlaceLogMaxSize = "7Mi"
+	inPlaceMaxPods    = 99
+)
+
+func inPlaceChange(s *bootstrapv1.KubeadmConfigSpec) {
+	s.Files = append(s.Files, upstreambootstrapv1.File{Path: inPlacePatch, Permissions: "0600", Content: "containerLogMaxSize: " + inPlaceLogMaxSize + "\n"})
+	s.JoinConfiguration.NodeRegistration.KubeletExtraArgs = append(s.JoinConfiguration.NodeRegistration.KubeletExtraArgs,
+		upstreambootstrapv1.Arg{Name: "max-pods", Value: ptr.To("99")})
+}
+
+// The files a fresh machine and a machine updated in place must hold alike.
+var inPlaceFiles = []string{inPlacePatch, "/var/lib/kubelet/config.yaml", "/var/lib/kubelet/kubeadm-flags.env"}
+
+// TestInPlaceUpdateOnTheNode: a worker of each format gets a new kubeadm
+// patch file and a kubelet flag in place, through UpdateMachine called as
+// Cluster API's Machine controller calls it: the manager runs the update
+// with a Pod from the release's image on the node, which writes the file,
+// the kubelet's configuration and flags with kubeadm, and restarts the
+// kubelet; meanwhile another machine's kubelet cannot read the update's
+// Secret, its own can. The Machine and its host stay; the running kubelet has the new
+// configuration and flag; the files equal those of a machine bootstrapped
+// fresh from the same spec, byte for byte, mode and owner; nothing is left
+// in the workload cluster.
+func TestInPlaceUpdateOnTheNode(t *testing.T) {
+	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
+	// The release's image, built while the machines boot.
+	built := make(chan error, 1)
+	var image host.ImageArchive
+	out := t.TempDir()
+	go func() {
+		var err error
+		image, err = releases.BuildOurImage(out)
+		built <- err
+	}()
+
+	w := workload.NewCluster(t, workload.ClusterInput{Stack: st, Name: "in-place"})
+	w.AddControlPlaneMachine("in-place-cp-0", bootstrapv1.CloudConfig)
+	for _, f := range bootstrapv1.Formats {
+		w.AddMachineDeployment("ip-"+string(f), f, 1, 0)
+		fresh := w.Objects.KubeadmConfigTemplate("fresh-"+string(f), f)
+		inPlaceChange(&fresh.Spec.Template.Spec)
+		w.Create(fresh, w.Objects.SimulatedMachineTemplate(fresh.Name, 0), w.Objects.MachineDeployment(fresh.Name, fresh.Name, fresh.Name, 1))
+	}
+	w.ExpectNodes(w.WaitForMachines(1+2*len(bootstrapv1.Formats), 8*time.Minute))
+	if err := <-built; err != nil {
+		t.Fatal(err)
+	}
+
+	for _, f := range bootstrapv1.Formats {
+		m := w.WorkerMachine("ip-" + string(f))
+		fresh := w.WorkerMachine("fresh-" + string(f))
+		w.ImportImage(m.Spec.InfrastructureRef.Name, image)
+
+		cfg := &bootstrapv1.KubeadmConfig{}
+		if err := w.Client().Get(context.Background(), client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, cfg); err != nil {
+			t.Fatal(err)
+		}
+		desired := cfg.DeepCopy()
+		inPlaceChange(&desired.Spec)
+		start := time.Now()
+		w.UpdateInPlace(m, desired, 4*time.Minute, func() { w.ExpectUpdateReadableOnlyByItsNode(m, fresh) })
+		t.Logf("%s: %s updated in place in %s", f, m.Name, time.Since(start).Round(time.Second))
+
+		w.WaitForRunningKubelet(m, inPlaceMaxPods, inPlaceLogMaxSize, 2*time.Minute)
+		w.WaitForRunningKubelet(fresh, inPlaceMaxPods, inPlaceLogMaxSize, time.Minute)
+		if again := w.WorkerMachine("ip-" + string(f)); again.UID != m.UID {
+			t.Errorf("%s: Machine %s was replaced by %s", f, m.Name, again.Name)
+		}
+		for _, p := range inPlaceFiles {
+			got := w.FileOnHost(m.Spec.InfrastructureRef.Name, p)
+			want := w.FileOnHost(fresh.Spec.InfrastructureRef.Name, p)
+			got.Content, want.Content = withoutProviderID(got.Content, m), withoutProviderID(want.Content, fresh)
+			if got != want {
+				t.Errorf("%s: %s updated in place differs from a fresh machine's:\n%+v\nfresh:\n%+v", f, p, got, want)
+			}
+		}
+	}
+	w.ExpectNoUpdateLeft()
+}
+
+// providerID is the one kubelet flag that differs between two machines of
+// one spec: each has its own.
+var providerID = regexp.MustCompile(`--provider-id=[^ "]+`)
+
+// withoutProviderID replaces m's own provider ID in a kubeadm flags file
+// after checking that it is m's.
+func withoutProviderID(content string, m clusterv1.Machine) string {
+	if strings.Contains(content, "--provider-id=") && !strings.Contains(content, "--provider-id="+m.Spec.ProviderID) {
+		return content + " (not this machine's provider ID)"
+	}
+	return providerID.ReplaceAllString(content, "--provider-id=<this machine's>")
+}
