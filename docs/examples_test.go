@@ -29,6 +29,7 @@ import (
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
@@ -52,7 +53,7 @@ var (
 // refused.
 func TestObjectExamplesDecode(t *testing.T) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clusterv1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme, clusterctlv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clusterv1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme, clusterctlv1.AddToScheme, runtimev1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -104,9 +105,12 @@ func checkExample(scheme *runtime.Scheme, doc string) error {
 		return nil // a fragment that is not an object (clusterctl settings, a list of patches)
 	}
 	var obj any
-	if meta.APIVersion == rawv1.GroupVersion && meta.Kind == rawv1.FilesKind {
+	switch {
+	case meta.APIVersion == rawv1.GroupVersion && meta.Kind == rawv1.FilesKind:
 		obj = &rawv1.BootstrapFiles{}
-	} else {
+	case meta.APIVersion == rawv1.GroupVersion && meta.Kind == rawv1.NodeUpdateKind:
+		obj = &rawv1.NodeUpdate{}
+	default:
 		gv, err := schema.ParseGroupVersion(meta.APIVersion)
 		if err != nil {
 			return err

@@ -49,6 +49,7 @@ var pageTemplate string
 type page struct {
 	Formats  []bootstrapv1.Format
 	Rules    []row
+	InPlace  []row
 	Gates    []gate
 	Metadata []metadataRow
 	Paths    paths
@@ -116,6 +117,9 @@ func data() page {
 			rw.Cells = append(rw.Cells, cell)
 		}
 		p.Rules = append(p.Rules, rw)
+		if r.InPlace {
+			p.InPlace = append(p.InPlace, row{Field: r.Field, Description: r.Description})
+		}
 	}
 	for f, g := range map[bootstrapv1.Format]featuregate.Feature{bootstrapv1.Ignition: feature.KubeadmBootstrapFormatIgnition, bootstrapv1.Raw: feature.KubeadmBootstrapFormatRaw} {
 		p.Gates = append(p.Gates, gate{Format: string(f), Gate: string(g), EnvVar: feature.EnvVar(g)})
