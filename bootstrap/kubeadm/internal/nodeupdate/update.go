@@ -83,7 +83,13 @@ func (u *Updater) Update(ctx context.Context, machine client.ObjectKey, desired 
 	if err != nil {
 		return Status{}, fmt.Errorf("reaching the workload cluster of %s: %w", machine, err)
 	}
-	return u.Runner.Run(ctx, c, m.Status.NodeRef.Name, order, doc)
+	st, err := u.Runner.Run(ctx, c, m.Status.NodeRef.Name, order, doc)
+	if err != nil {
+		// The workload cluster does not answer: an update of a control
+		// plane restarts its API server. Nothing has failed on the node.
+		return Status{State: InProgress, Message: fmt.Sprintf("Waiting for the API server of the workload cluster of Machine %s: %v", machine, err)}, nil
+	}
+	return st, nil
 }
 
 // input is what a fresh machine of the desired spec would be planned
