@@ -62,7 +62,8 @@ var inPlaceFiles = []string{inPlacePatch, "/var/lib/kubelet/config.yaml", "/var/
 // Secret, its own can. The Machine and its host stay; the running kubelet has the new
 // configuration and flag; the files equal those of a machine bootstrapped
 // fresh from the same spec, byte for byte, mode and owner; nothing is left
-// in the workload cluster.
+// in the workload cluster. Then the control plane's API server gets a flag
+// in place (expectControlPlaneInPlace).
 func TestInPlaceUpdateOnTheNode(t *testing.T) {
 	t.Parallel() // its own cluster; the tests that restart the manager run first, alone
 	// The release's image, built while the machines boot.
@@ -117,7 +118,78 @@ func TestInPlaceUpdateOnTheNode(t *testing.T) {
 			}
 		}
 	}
+	expectControlPlaneInPlace(t, w, image)
 	w.ExpectNoUpdateLeft()
+}
+
+// The control plane's manifests, which kubeadm writes from the cluster's
+// ClusterConfiguration.
+var manifests = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
+
+// expectControlPlaneInPlace gives the API server a flag in place, as
+// KubeadmControlPlane asks: the cluster's kubeadm-config and the machine's
+// spec change, the former kubeadm init machine's spec becomes a join.
+// kubeadm writes the API server's manifest again with the flag and no
+// other change, leaves the other manifests as they were, and the API
+// server serves with it.
+func expectControlPlaneInPlace(t *testing.T, w *workload.Cluster, image host.ImageArchive) {
+	t.Helper()
+	const flag = "- --audit-log-maxage=7"
+	cp := machineNamed(t, w, "in-place-cp-0")
+	w.ImportImage(cp.Spec.InfrastructureRef.Name, image)
+	before := map[string]string{}
+	for _, m := range manifests {
+		before[m] = w.OnHost(cp.Spec.InfrastructureRef.Name, "cat", "/etc/kubernetes/manifests/"+m+".yaml")
+	}
+	w.ChangeClusterConfiguration(func(cc map[string]any) {
+		api, _ := cc["apiServer"].(map[string]any)
+		if api == nil {
+			api = map[string]any{}
+		}
+		args, _ := api["extraArgs"].([]any)
+		api["extraArgs"] = append(args, map[string]any{"name": "audit-log-maxage", "value": "7"})
+		cc["apiServer"] = api
+	})
+	cfg := &bootstrapv1.KubeadmConfig{}
+	if err := w.Client().Get(context.Background(), client.ObjectKey{Namespace: cp.Namespace, Name: cp.Spec.Bootstrap.ConfigRef.Name}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	desired := cfg.DeepCopy()
+	desired.Spec.InitConfiguration = upstreambootstrapv1.InitConfiguration{}
+	desired.Spec.ClusterConfiguration.APIServer.ExtraArgs = append(desired.Spec.ClusterConfiguration.APIServer.ExtraArgs,
+		upstreambootstrapv1.Arg{Name: "audit-log-maxage", Value: ptr.To("7")})
+	start := time.Now()
+	w.UpdateInPlace(cp, desired, 5*time.Minute)
+	t.Logf("control plane %s updated in place in %s", cp.Name, time.Since(start).Round(time.Second))
+
+	for _, m := range manifests {
+		after := w.OnHost(cp.Spec.InfrastructureRef.Name, "cat", "/etc/kubernetes/manifests/"+m+".yaml")
+		want := before[m]
+		if m == "kube-apiserver" {
+			if !strings.Contains(after, flag) {
+				t.Errorf("the API server's manifest lacks %q:\n%s", flag, after)
+			}
+			after = strings.Replace(after, "    "+flag+"\n", "", 1)
+		}
+		if after != want {
+			t.Errorf("%s's manifest changed beyond the update:\n%s\nbefore:\n%s", m, after, want)
+		}
+	}
+	w.WaitFor(3*time.Minute, "the API server running with the flag", func() bool {
+		out, err := w.TryOnHost(cp.Spec.InfrastructureRef.Name, "sh", "-c", "cat /proc/$(pgrep -x kube-apiserver)/cmdline | tr '\\0' ' '")
+		return err == nil && strings.Contains(out, "--audit-log-maxage=7")
+	})
+	w.ExpectNodes(w.WaitForMachines(1+2*len(bootstrapv1.Formats), 3*time.Minute))
+}
+
+// machineNamed reads a Machine of the cluster.
+func machineNamed(t *testing.T, w *workload.Cluster, name string) clusterv1.Machine {
+	t.Helper()
+	m := clusterv1.Machine{}
+	if err := w.Client().Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: name}, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // providerID is the one kubelet flag that differs between two machines of

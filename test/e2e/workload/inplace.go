@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -185,6 +186,32 @@ func (w *Cluster) ExpectUpdateReadableOnlyByItsNode(machine, other clusterv1.Mac
 		out, err = asKubelet(machine)
 		return err == nil
 	}, func() string { return out })
+}
+
+// ChangeClusterConfiguration changes the ClusterConfiguration in the
+// workload cluster's kubeadm-config ConfigMap, as KubeadmControlPlane does
+// before it updates its machines in place.
+func (w *Cluster) ChangeClusterConfiguration(change func(cc map[string]any)) {
+	w.t.Helper()
+	ctx := context.Background()
+	cms := w.WorkloadClient().CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	cm, err := cms.Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cc := map[string]any{}
+	if err := yaml.Unmarshal([]byte(cm.Data["ClusterConfiguration"]), &cc); err != nil {
+		w.t.Fatal(err)
+	}
+	change(cc)
+	b, err := yaml.Marshal(cc)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cm.Data["ClusterConfiguration"] = string(b)
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // NodeReady reports whether a Node is Ready.
