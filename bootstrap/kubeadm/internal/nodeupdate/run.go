@@ -77,6 +77,11 @@ func (r Runner) Run(ctx context.Context, c client.Client, node string, u *rawv1.
 	case err != nil:
 		return Status{}, fmt.Errorf("reading Pod %s: %w", name, err)
 	}
+	if !pod.DeletionTimestamp.IsZero() {
+		// Its end was reported; the kubelet stops it, then a retry starts
+		// a new one.
+		return Status{State: InProgress, Message: fmt.Sprintf("Waiting for the earlier update Pod of Node %s to stop", node)}, nil
+	}
 	st := podStatus(pod, u.Digest)
 	if st.State == InProgress {
 		return st, nil
@@ -189,8 +194,8 @@ func failure(node string, cs *corev1.ContainerStatus, digest string) string {
 	return msg
 }
 
-// remove deletes a finished update's Pod and Secret. The API server
-// removes a finished Pod at once.
+// remove deletes an update's Pod and Secret. The API server removes a
+// finished Pod at once; the kubelet stops one that never started.
 func remove(ctx context.Context, c client.Client, name string) error {
 	meta := metav1.ObjectMeta{Namespace: rawv1.NodeUpdateNamespace, Name: name}
 	for _, o := range []client.Object{&corev1.Pod{ObjectMeta: meta}, &corev1.Secret{ObjectMeta: meta}} {

@@ -165,6 +165,38 @@ func TestUpdateMachineRunsTheUpdateOnItsNode(t *testing.T) {
 		}
 	}
 
+	// A Pod whose image cannot be pulled fails the update at once, naming
+	// the reason; waiting would not help.
+	third := newer.DeepCopy()
+	third.Spec.Files[0].Content = "dGhpcmQ="
+	inProgress(call(third))
+	pod, _ = onlyUpdate(t, f, node)
+	pod.Status.Phase = corev1.PodPending
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "node-update", Image: nodeUpdateImage,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "registry unreachable"}}}}
+	if err := workload.Client.Status().Update(f.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if resp := call(third); resp.Status != runtimehooksv1.ResponseStatusFailure || !strings.Contains(resp.Message, "ImagePullBackOff") {
+		t.Errorf("an update whose image cannot be pulled answered %s: %q", resp.Status, resp.Message)
+	}
+	// The kubelet stops the Pod; meanwhile the update waits, then a retry
+	// starts a new Pod.
+	left := updatePods(t, f, node)
+	if len(left) != 1 || left[0].DeletionTimestamp.IsZero() {
+		t.Fatalf("after a failed pull was reported: %d update Pods, want the failed one deleted", len(left))
+	}
+	if resp := call(third); resp.Status != runtimehooksv1.ResponseStatusSuccess || resp.RetryAfterSeconds == 0 || !strings.Contains(resp.Message, "to stop") {
+		t.Errorf("while the failed Pod stops: %s (retry %d): %q", resp.Status, resp.RetryAfterSeconds, resp.Message)
+	}
+	if err := workload.Client.Delete(f.ctx, &left[0], client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	inProgress(call(third))
+	if retried, _ := onlyUpdate(t, f, node); retried.UID == left[0].UID {
+		t.Error("the retry did not start a new Pod")
+	}
+
 	// A Machine without a Node has nothing to update.
 	m2, cfg2 := f.machine("unjoined", false, spec)
 	f.waitForData(cfg2)
