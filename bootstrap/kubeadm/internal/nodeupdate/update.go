@@ -20,14 +20,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/controllers/external"
@@ -134,11 +132,8 @@ func (u *Updater) input(ctx context.Context, m *clusterv1.Machine, cluster *clus
 // controlPlaneVersion is the control plane's version, which templated
 // files may use, read as the controller reads it for first boot.
 func (u *Updater) controlPlaneVersion(ctx context.Context, cluster *clusterv1.Cluster, spec *bootstrapv1.KubeadmConfigSpec) (string, error) {
-	templated := slices.ContainsFunc(spec.Files, func(f upstreambootstrapv1.File) bool {
-		return f.ContentFormat == upstreambootstrapv1.FileContentFormatTemplate
-	})
 	ref := cluster.Spec.ControlPlaneRef
-	if !templated || !ref.IsDefined() {
+	if !plan.TemplatesFiles(spec) || !ref.IsDefined() {
 		return "", nil
 	}
 	obj, err := external.GetObjectFromContractVersionedRef(ctx, u.Reader, ref, cluster.Namespace)

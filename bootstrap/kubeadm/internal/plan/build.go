@@ -401,6 +401,15 @@ func discoveryKubeconfig(d upstreambootstrapv1.FileDiscovery) (File, error) {
 	}, nil
 }
 
+// TemplatesFiles reports whether a spec's files are templates, which may
+// use the control plane's version (Cluster.ControlPlaneVersion): the
+// caller reads it only then.
+func TemplatesFiles(spec *bootstrapv1.KubeadmConfigSpec) bool {
+	return slices.ContainsFunc(spec.Files, func(f upstreambootstrapv1.File) bool {
+		return f.ContentFormat == upstreambootstrapv1.FileContentFormatTemplate
+	})
+}
+
 func resolveFiles(files []upstreambootstrapv1.File, in Input, budget *machinechecks.Budget) ([]File, error) {
 	out := make([]File, 0, len(files))
 	tmplData := map[string]any{}

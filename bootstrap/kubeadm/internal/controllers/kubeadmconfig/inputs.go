@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -317,11 +316,8 @@ func (r *Reconciler) waitingBackoff(s *scope) time.Duration {
 // spec.version of the Cluster's control plane, read only when a template can
 // use it. Unknown (no control plane object, or no version on it) is "".
 func (r *Reconciler) controlPlaneVersion(ctx context.Context, s *scope) (string, outcome) {
-	templated := slices.ContainsFunc(s.cfg.Spec.Files, func(f upstreambootstrapv1.File) bool {
-		return f.ContentFormat == upstreambootstrapv1.FileContentFormatTemplate
-	})
 	ref := s.cluster.Spec.ControlPlaneRef
-	if !templated || !ref.IsDefined() {
+	if !plan.TemplatesFiles(&s.cfg.Spec) || !ref.IsDefined() {
 		return "", outcome{}
 	}
 	obj, err := external.GetObjectFromContractVersionedRef(ctx, r.APIReader, ref, s.cluster.Namespace)
