@@ -163,26 +163,22 @@ func (a *Agent) updateKubelet(ctx context.Context, u *rawv1.NodeUpdate) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: %w", KubeletFlagsPath, err)
 	}
-	extra, err := a.resolveArgs(old, u)
-	if err != nil {
-		return err
-	}
-	flags, err := KubeletFlags(old, extra)
+	have, err := parseKubeletFlags(old)
 	if err != nil {
 		return fmt.Errorf("%s: %w", KubeletFlagsPath, err)
 	}
-	return write(root, KubeletFlagsPath, flags, 0o644, nil)
+	extra, err := a.resolveArgs(have, u)
+	if err != nil {
+		return err
+	}
+	return write(root, KubeletFlagsPath, kubeletFlags(have, extra), 0o644, nil)
 }
 
 // resolveArgs gives templated flags their values: the one the machine's
 // flag has (its first boot filled it with facts that do not change), or,
 // for a flag it does not have yet, the declared placeholders filled from
 // the agent's Metadata.
-func (a *Agent) resolveArgs(current []byte, u *rawv1.NodeUpdate) ([]rawv1.Arg, error) {
-	have, err := parseKubeletFlags(current)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KubeletFlagsPath, err)
-	}
+func (a *Agent) resolveArgs(have []rawv1.Arg, u *rawv1.NodeUpdate) ([]rawv1.Arg, error) {
 	out := make([]rawv1.Arg, 0, len(u.KubeletExtraArgs))
 	for _, arg := range u.KubeletExtraArgs {
 		if !arg.Templated {
@@ -211,12 +207,17 @@ func (a *Agent) resolveArgs(current []byte, u *rawv1.NodeUpdate) ([]rawv1.Arg, e
 // current and whose spec gives extra: kubeadm's own flags kept from
 // current, sorted by name, without those extra replaces, then extra.
 func KubeletFlags(current []byte, extra []rawv1.Arg) ([]byte, error) {
-	args, err := parseKubeletFlags(current)
+	have, err := parseKubeletFlags(current)
 	if err != nil {
 		return nil, err
 	}
+	return kubeletFlags(have, extra), nil
+}
+
+// kubeletFlags is KubeletFlags of the flags the current file has.
+func kubeletFlags(have, extra []rawv1.Arg) []byte {
 	var kept []rawv1.Arg
-	for _, arg := range args {
+	for _, arg := range have {
 		replaced := slices.ContainsFunc(extra, func(e rawv1.Arg) bool { return e.Name == arg.Name })
 		if slices.Contains(kubeadmKubeletFlags, arg.Name) && !replaced {
 			kept = append(kept, arg)
@@ -227,7 +228,7 @@ func KubeletFlags(current []byte, extra []rawv1.Arg) ([]byte, error) {
 	for _, arg := range append(kept, extra...) {
 		all = append(all, "--"+arg.Name+"="+arg.Value)
 	}
-	return []byte("KUBELET_KUBEADM_ARGS=" + strconv.Quote(strings.Join(all, " ")) + "\n"), nil
+	return []byte("KUBELET_KUBEADM_ARGS=" + strconv.Quote(strings.Join(all, " ")) + "\n")
 }
 
 // parseKubeletFlags reads a kubeadm flags file: one variable holding a
