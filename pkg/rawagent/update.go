@@ -30,6 +30,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	rawv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/raw/v1alpha1"
 )
 
@@ -280,36 +282,35 @@ func (a *Agent) restartKubelet(ctx context.Context, saved *kubeletBackup) error 
 
 // kubeletHealthy waits for the kubelet's health endpoint to answer ok.
 func (a *Agent) kubeletHealthy(ctx context.Context) error {
-	url, wait := a.KubeletHealthz, a.KubeletHealthTimeout
+	url, timeout := a.KubeletHealthz, a.KubeletHealthTimeout
 	if url == "" {
 		url = DefaultKubeletHealthz
 	}
-	if wait == 0 {
-		wait = DefaultKubeletHealthTimeout
+	if timeout == 0 {
+		timeout = DefaultKubeletHealthTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
 	var last error
-	for {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return err
+			return false, err
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return true, nil
 			}
 			err = fmt.Errorf("%s answered %s", url, resp.Status)
 		}
+		// Not up yet: keep polling, and say why at the end.
 		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the kubelet is not healthy: %w", last)
-		case <-time.After(time.Second):
-		}
+		return false, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("the kubelet is not healthy: %w", last)
 	}
+	return err
 }
 
 // kubeletFiles are what the kubelet step writes and a failed restart puts
