@@ -216,15 +216,13 @@ func stopOthers(ctx context.Context, c client.Client, node, name string) (int, e
 	if err := c.List(ctx, pods, in, sel); err != nil {
 		return 0, fmt.Errorf("listing the update Pods of Node %s: %w", node, err)
 	}
-	running := 0
-	podNames := map[string]bool{}
+	others := map[string]bool{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.Name == name {
 			continue
 		}
-		podNames[p.Name] = true
-		running++
+		others[p.Name] = true
 		if p.DeletionTimestamp.IsZero() {
 			if err := c.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
 				return 0, fmt.Errorf("stopping Pod %s: %w", p.Name, err)
@@ -237,22 +235,23 @@ func stopOthers(ctx context.Context, c client.Client, node, name string) (int, e
 		return 0, fmt.Errorf("listing the update Secrets of Node %s: %w", node, err)
 	}
 	for _, s := range secrets.Items {
-		if s.Name == name || podNames[s.Name] {
+		if s.Name == name || others[s.Name] {
 			continue
 		}
 		if err := c.Delete(ctx, &corev1.Secret{ObjectMeta: s.ObjectMeta}); err != nil && !apierrors.IsNotFound(err) {
 			return 0, fmt.Errorf("removing Secret %s: %w", s.Name, err)
 		}
 	}
+	if len(others) == 0 {
+		return 0, nil
+	}
 	// A Pod that has finished goes at once; the API server says which
 	// are gone.
 	left := &corev1.PodList{}
-	if running > 0 {
-		if err := c.List(ctx, left, in, sel); err != nil {
-			return 0, fmt.Errorf("listing the update Pods of Node %s: %w", node, err)
-		}
+	if err := c.List(ctx, left, in, sel); err != nil {
+		return 0, fmt.Errorf("listing the update Pods of Node %s: %w", node, err)
 	}
-	running = 0
+	running := 0
 	for _, p := range left.Items {
 		if p.Name != name {
 			running++
