@@ -105,18 +105,7 @@ func (h *Handlers) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.
 func (h *Handlers) UpdateMachine(ctx context.Context, req *runtimehooksv1.UpdateMachineRequest, resp *runtimehooksv1.UpdateMachineResponse) {
 	machine := klog.KObj(&req.Desired.Machine)
 	log := ctrl.LoggerFrom(ctx).WithValues("Machine", machine)
-	ours, err := isOurs(req.Desired.BootstrapConfig, "KubeadmConfig")
-	if err == nil && !ours {
-		err = fmt.Errorf("Machine %s is not bootstrapped by a KubeadmConfig", machine)
-	}
-	cfg := &bootstrapv1.KubeadmConfig{}
-	if err == nil {
-		err = json.Unmarshal(req.Desired.BootstrapConfig.Raw, cfg)
-	}
-	var st nodeupdate.Status
-	if err == nil {
-		st, err = h.Updater.Update(ctx, client.ObjectKey{Namespace: req.Desired.Machine.Namespace, Name: req.Desired.Machine.Name}, cfg)
-	}
+	st, err := h.update(ctx, machine, req.Desired.BootstrapConfig)
 	if err != nil {
 		fail(&resp.CommonResponse, err)
 		log.Error(err, "UpdateMachine failed")
@@ -133,6 +122,22 @@ func (h *Handlers) UpdateMachine(ctx context.Context, req *runtimehooksv1.Update
 		resp.Status = runtimehooksv1.ResponseStatusSuccess
 	}
 	log.V(2).Info("Answered UpdateMachine", "state", st.State, "message", st.Message)
+}
+
+// update moves the machine's update to its desired KubeadmConfig along.
+func (h *Handlers) update(ctx context.Context, machine klog.ObjectRef, desired runtime.RawExtension) (nodeupdate.Status, error) {
+	ours, err := isOurs(desired, "KubeadmConfig")
+	if err != nil {
+		return nodeupdate.Status{}, err
+	}
+	if !ours {
+		return nodeupdate.Status{}, fmt.Errorf("Machine %s is not bootstrapped by a KubeadmConfig", machine)
+	}
+	cfg := &bootstrapv1.KubeadmConfig{}
+	if err := json.Unmarshal(desired.Raw, cfg); err != nil {
+		return nodeupdate.Status{}, err
+	}
+	return h.Updater.Update(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: machine.Name}, cfg)
 }
 
 // claim returns the patch for a pair of bootstrap objects, and no patch
