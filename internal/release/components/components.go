@@ -92,15 +92,13 @@ func Build(base string, images map[string]string, replacements ...kustomizetypes
 // image set to image, as its release builds it. The manager's image holds
 // the node updater too: the manager learns it from NODE_UPDATE_IMAGE.
 func Bootstrap(image string) ([]byte, error) {
-	manager := func(fieldPath string) []string {
-		return []string{"spec.template.spec.containers.[name=manager]." + fieldPath}
-	}
+	const manager = "spec.template.spec.containers.[name=manager]."
 	deployment := resid.ResId{Gvk: resid.Gvk{Group: "apps", Version: "v1", Kind: "Deployment"}, Name: "capi-kubeadm-bootstrap-controller-manager"}
 	nodeUpdateImage := kustomizetypes.ReplacementField{Replacement: kustomizetypes.Replacement{
-		Source: &kustomizetypes.SourceSelector{ResId: deployment, FieldPath: manager("image")[0]},
+		Source: &kustomizetypes.SourceSelector{ResId: deployment, FieldPath: manager + "image"},
 		Targets: []*kustomizetypes.TargetSelector{{
 			Select:     &kustomizetypes.Selector{ResId: deployment},
-			FieldPaths: manager("env.[name=NODE_UPDATE_IMAGE].value"),
+			FieldPaths: []string{manager + "env.[name=NODE_UPDATE_IMAGE].value"},
 		}},
 	}}
 	return Build(filepath.Join(repodir.Root(), "bootstrap", "kubeadm", "config", "default"), map[string]string{"controller": image}, nodeUpdateImage)
