@@ -94,11 +94,7 @@ func TestInPlaceUpdateOnTheNode(t *testing.T) {
 		fresh := w.WorkerMachine("fresh-" + string(f))
 		w.ImportImage(m.Spec.InfrastructureRef.Name, image)
 
-		cfg := &bootstrapv1.KubeadmConfig{}
-		if err := w.Client().Get(context.Background(), client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, cfg); err != nil {
-			t.Fatal(err)
-		}
-		desired := cfg.DeepCopy()
+		desired := configOf(t, w, m)
 		inPlaceChange(&desired.Spec)
 		start := time.Now()
 		w.UpdateInPlace(m, desired, 4*time.Minute, func() { w.ExpectUpdateReadableOnlyByItsNode(m, fresh) })
@@ -150,11 +146,7 @@ func expectControlPlaneInPlace(t *testing.T, w *workload.Cluster, image host.Ima
 		api["extraArgs"] = append(args, map[string]any{"name": "audit-log-maxage", "value": "7"})
 		cc["apiServer"] = api
 	})
-	cfg := &bootstrapv1.KubeadmConfig{}
-	if err := w.Client().Get(context.Background(), client.ObjectKey{Namespace: cp.Namespace, Name: cp.Spec.Bootstrap.ConfigRef.Name}, cfg); err != nil {
-		t.Fatal(err)
-	}
-	desired := cfg.DeepCopy()
+	desired := configOf(t, w, cp)
 	desired.Spec.InitConfiguration = upstreambootstrapv1.InitConfiguration{}
 	desired.Spec.ClusterConfiguration.APIServer.ExtraArgs = append(desired.Spec.ClusterConfiguration.APIServer.ExtraArgs,
 		upstreambootstrapv1.Arg{Name: "audit-log-maxage", Value: ptr.To("7")})
@@ -180,6 +172,16 @@ func expectControlPlaneInPlace(t *testing.T, w *workload.Cluster, image host.Ima
 		return err == nil && strings.Contains(out, "--audit-log-maxage=7")
 	})
 	w.ExpectNodes(w.WaitForMachines(1+2*len(bootstrapv1.Formats), 3*time.Minute))
+}
+
+// configOf reads a Machine's KubeadmConfig.
+func configOf(t *testing.T, w *workload.Cluster, m clusterv1.Machine) *bootstrapv1.KubeadmConfig {
+	t.Helper()
+	cfg := &bootstrapv1.KubeadmConfig{}
+	if err := w.Client().Get(context.Background(), client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // machineNamed reads a Machine of the cluster.

@@ -148,7 +148,7 @@ func (w *Cluster) WaitForRunningKubelet(m clusterv1.Machine, maxPods int32, cont
 	var last kubeletConfig
 	w.WaitFor(timeout, "the kubelet of "+node+" running with the update", func() bool {
 		n, err := cs.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		if err != nil || !NodeReady(n) {
+		if err != nil || !nodeReady(n) {
 			return false
 		}
 		if last, err = runningKubeletConfig(cs, node); err != nil {
@@ -214,8 +214,8 @@ func (w *Cluster) ChangeClusterConfiguration(change func(cc map[string]any)) {
 	}
 }
 
-// NodeReady reports whether a Node is Ready.
-func NodeReady(n *corev1.Node) bool {
+// nodeReady reports whether a Node is Ready.
+func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			return c.Status == corev1.ConditionTrue
