@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -136,6 +137,9 @@ func startManager(t *testing.T, flags ...string) (stop func()) {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
+				// A runnable that outlives the grace period is still running:
+				// its stack says which one it is.
+				_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 				t.Errorf("manager: %v", err)
 			}
 		})
