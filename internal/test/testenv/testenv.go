@@ -95,6 +95,12 @@ type Options struct {
 	// allocates (Environment.Webhooks); a webhook server must then serve
 	// there (see ServeWebhooks, or the manager's flags).
 	WithWebhooks bool
+	// WebhookPort, when set, is the webhook server's port instead of a free
+	// one; WebhookDNSName, when set, is a name its certificate carries
+	// besides localhost and 127.0.0.1: a Service's, for clients that reach
+	// the server by it (Cluster API calling a Runtime extension).
+	WebhookPort    int
+	WebhookDNSName string
 	// WithClusterAPI also installs Cluster API's core and
 	// KubeadmControlPlane CRDs, which the KubeadmConfig controller watches.
 	WithClusterAPI bool
@@ -116,6 +122,7 @@ type Environment struct {
 
 	env            *envtest.Environment
 	clusterAPICRDs string
+	webhookDNSName string
 }
 
 // NewEnvironment describes an API server with this provider's CRDs and, with
@@ -127,7 +134,7 @@ func NewEnvironment(opts Options) (*Environment, error) {
 		return nil, err
 	}
 	scheme := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, bootstrapv1.AddToScheme, conversion.AddToScheme} {
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, bootstrapv1.AddToScheme, conversion.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -167,7 +174,13 @@ func NewEnvironment(opts Options) (*Environment, error) {
 			// Only our CRDs are installed with these options; Cluster API's
 			// come after, unchanged.
 			IgnoreSchemeConvertible: true,
+			LocalServingPort:        opts.WebhookPort,
 		}
+		if opts.WebhookPort != 0 {
+			// envtest picks the host only with the port.
+			e.env.WebhookInstallOptions.LocalServingHost = "127.0.0.1"
+		}
+		e.webhookDNSName = opts.WebhookDNSName
 	}
 	return e, nil
 }
@@ -188,6 +201,12 @@ func (e *Environment) Start() error {
 		return err
 	}
 	e.Config, e.Client = cfg, c
+	if e.webhookDNSName != "" {
+		if err := e.addWebhookDNSName(context.Background(), e.webhookDNSName); err != nil {
+			_ = e.env.Stop()
+			return err
+		}
+	}
 	return nil
 }
 

@@ -17,17 +17,24 @@ limitations under the License.
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/component-base/featuregate"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -120,4 +127,87 @@ func WaitForTLS(addr string, timeout time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// addWebhookDNSName replaces the webhook server's certificate with one that
+// also carries name, and makes every webhook and conversion configuration
+// that trusted the old one trust the new one. envtest's own certificate can
+// carry only the names its webhook URLs use; the API server cannot resolve
+// a Service's name, a Runtime SDK client can (under its hosts file).
+func (e *Environment) addWebhookDNSName(ctx context.Context, name string) error {
+	o := &e.env.WebhookInstallOptions
+	host := o.LocalServingHost
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, []string{"localhost", name})
+	if err != nil {
+		return fmt.Errorf("webhook certificate for %s: %w", name, err)
+	}
+	for file, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+		if err := os.WriteFile(filepath.Join(o.LocalServingCertDir, file), data, 0o600); err != nil {
+			return err
+		}
+	}
+	old := o.LocalServingCAData
+	o.LocalServingCAData = certPEM
+	return e.replaceCABundle(ctx, old, certPEM)
+}
+
+// replaceCABundle sets ca wherever a webhook or conversion configuration
+// trusts old.
+func (e *Environment) replaceCABundle(ctx context.Context, old, ca []byte) error {
+	validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	if err := e.Client.List(ctx, validating); err != nil {
+		return err
+	}
+	for i := range validating.Items {
+		c := &validating.Items[i]
+		var bundles []*[]byte
+		for j := range c.Webhooks {
+			bundles = append(bundles, &c.Webhooks[j].ClientConfig.CABundle)
+		}
+		if err := e.swapCABundles(ctx, c, bundles, old, ca); err != nil {
+			return err
+		}
+	}
+	mutating := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	if err := e.Client.List(ctx, mutating); err != nil {
+		return err
+	}
+	for i := range mutating.Items {
+		c := &mutating.Items[i]
+		var bundles []*[]byte
+		for j := range c.Webhooks {
+			bundles = append(bundles, &c.Webhooks[j].ClientConfig.CABundle)
+		}
+		if err := e.swapCABundles(ctx, c, bundles, old, ca); err != nil {
+			return err
+		}
+	}
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := e.Client.List(ctx, crds); err != nil {
+		return err
+	}
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		if conv := crd.Spec.Conversion; conv != nil && conv.Webhook != nil && conv.Webhook.ClientConfig != nil {
+			if err := e.swapCABundles(ctx, crd, []*[]byte{&conv.Webhook.ClientConfig.CABundle}, old, ca); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// swapCABundles sets ca in those of obj's bundles that are old, and
+// updates obj if any was.
+func (e *Environment) swapCABundles(ctx context.Context, obj client.Object, bundles []*[]byte, old, ca []byte) error {
+	changed := false
+	for _, b := range bundles {
+		if bytes.Equal(*b, old) {
+			*b, changed = ca, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return e.Client.Update(ctx, obj)
 }
