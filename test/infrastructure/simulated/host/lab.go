@@ -39,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -329,6 +330,24 @@ func (l *Lab) StateDir() string { return l.stateDir }
 // suite, finds a host's logs there.
 func Dir(stateDir, name string) string { return filepath.Join(stateDir, name) }
 
+// pidFile, in a running host's directory, holds its first process's PID.
+const pidFile = "pid"
+
+// ExecIn is Host.Exec for a process without the Lab (another process of a
+// parallel test suite): it finds the running host of that name in the Lab's
+// state directory.
+func ExecIn(stateDir, name string, args ...string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(Dir(stateDir, name), pidFile))
+	if err != nil {
+		return nil, fmt.Errorf("host %s is not running: %w", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+	return execInPID(pid, nil, args...)
+}
+
 // Host returns the running host of that name, if any.
 func (l *Lab) Host(name string) *Host {
 	l.mu.Lock()
@@ -454,6 +473,9 @@ func (h *Host) start(spec HostSpec, link string, release *labRelease, store stri
 	go h.readStatus(statusR)
 
 	pid := fmt.Sprint(h.cmd.Process.Pid)
+	if err := os.WriteFile(filepath.Join(h.dir, pidFile), []byte(pid), 0o644); err != nil {
+		return err
+	}
 	lanPID := fmt.Sprint(l.lan.Process.Pid)
 	for _, s := range [][]string{
 		{"ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", pid},
@@ -505,6 +527,9 @@ func (h *Host) Stop() {
 	if h.cmd != nil && h.cmd.Process != nil {
 		_ = h.cmd.Process.Kill()
 		<-h.done
+	}
+	if h.dir != "" {
+		_ = os.Remove(filepath.Join(h.dir, pidFile))
 	}
 	l := h.lab
 	var errs []error

@@ -129,7 +129,13 @@ func (h *Host) execWithInput(stdin []byte, args ...string) ([]byte, error) {
 	if h.cmd == nil || h.cmd.Process == nil {
 		return nil, fmt.Errorf("host %s is not running", h.Name)
 	}
-	nsenter := append([]string{"-t", fmt.Sprint(h.cmd.Process.Pid), "-m", "-u", "-n", "-i", "-p", "--"}, args...)
+	return execInPID(h.cmd.Process.Pid, stdin, args...)
+}
+
+// execInPID runs a command in the namespaces of the host whose first
+// process is pid.
+func execInPID(pid int, stdin []byte, args ...string) ([]byte, error) {
+	nsenter := append([]string{"-t", fmt.Sprint(pid), "-m", "-u", "-n", "-i", "-p", "--"}, args...)
 	cmd := exec.Command("nsenter", nsenter...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	return cmd.CombinedOutput()
