@@ -299,3 +299,11 @@ func PodNamespaceWrap(ns string) []string {
 		`printf %s "$NAMESPACE" > /run/secrets/kubernetes.io/serviceaccount/namespace && exec "$@"`
 	return []string{"env", "NAMESPACE=" + ns, "unshare", "--mount", "sh", "-c", podFiles, "sh"}
 }
+
+// HostsWrap is a ManagerOptions.Wrap under which a manager resolves names by
+// the hosts file at hostsFile (bind-mounted on /etc/hosts in a mount
+// namespace of its own), as a Pod resolves a Service's name by DNS.
+func HostsWrap(hostsFile string) []string {
+	const bind = `mount --bind "$HOSTS" /etc/hosts && exec "$@"`
+	return []string{"env", "HOSTS=" + hostsFile, "unshare", "--mount", "sh", "-c", bind, "sh"}
+}

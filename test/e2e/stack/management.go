@@ -76,6 +76,9 @@ type Management struct {
 	// process-wide settings (controller-runtime's logger, Cluster API's
 	// conversion version getter).
 	first bool
+	// runtimeSDK runs Cluster API's managers as binaries (Options.RuntimeSDK).
+	runtimeSDK         bool
+	clusterAPIBinaries []*process.Manager
 
 	env *testenv.Environment
 	// The bootstrap provider whose components are installed, served by
@@ -100,13 +103,14 @@ func (m *Management) start(ctx context.Context, managerArgs []string) error {
 	}
 	m.progress("starting the management API server and etcd (envtest)")
 	simulatedCRDs := filepath.Join(testenv.RepoRoot(), "test", "infrastructure", "simulated", "config", "crd", "bases")
-	if m.env, err = testenv.NewEnvironment(testenv.Options{WithWebhooks: true, WithClusterAPI: true, CRDDirs: []string{simulatedCRDs}}); err != nil {
+	envOpts := testenv.Options{WithWebhooks: true, WithClusterAPI: true, CRDDirs: []string{simulatedCRDs}}
+	if m.runtimeSDK {
+		envOpts.WebhookPort, envOpts.WebhookDNSName = extensionServicePort, extensionServiceHost
+	}
+	if m.env, err = testenv.NewEnvironment(envOpts); err != nil {
 		return err
 	}
 	if err := infrav1.AddToScheme(m.env.Scheme); err != nil {
-		return err
-	}
-	if err := apiextensionsv1.AddToScheme(m.env.Scheme); err != nil { // swapping providers replaces CRDs
 		return err
 	}
 	if err := m.env.Start(); err != nil {
@@ -144,9 +148,16 @@ func (m *Management) start(ctx context.Context, managerArgs []string) error {
 		return err
 	}
 
-	m.progress("starting Cluster API's core controllers")
-	if err := m.startClusterAPI(ctx); err != nil {
-		return err
+	if m.runtimeSDK {
+		m.progress("starting Cluster API's core and KubeadmControlPlane managers (binaries, Runtime SDK)")
+		if err := m.startClusterAPIBinaries(ctx); err != nil {
+			return err
+		}
+	} else {
+		m.progress("starting Cluster API's core controllers")
+		if err := m.startClusterAPI(ctx); err != nil {
+			return err
+		}
 	}
 	m.progress("starting the simulated infrastructure provider's manager")
 	return m.startSimulated()
@@ -295,6 +306,7 @@ func (m *Management) Stop() {
 		<-m.capiStopped
 		m.cancel = nil
 	}
+	m.stopClusterAPIBinaries()
 	m.stopManager()
 	if m.simulated != nil {
 		m.simulated.Stop()

@@ -58,6 +58,11 @@ type Options struct {
 	// OtherReleases are Kubernetes releases hosts can boot besides the
 	// default one: a Machine's spec.version picks its host's.
 	OtherReleases []testbin.Release
+	// RuntimeSDK runs Cluster API's core and KubeadmControlPlane managers
+	// as their binaries with the Runtime SDK and in-place updates on,
+	// calling this provider's extension by its Service's name (see
+	// runtimesdk.go); this provider's manager then serves on port 443.
+	RuntimeSDK bool
 }
 
 // Stack is a Lab of simulated hosts and the management cluster that runs
@@ -189,7 +194,7 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	s.Management = &Management{
 		Name: "management", dir: s.opts.StateDir, binDir: s.opts.StateDir, managerBin: managerBin, simulatedBin: simulatedBin,
-		lab: s.Lab, cloudURL: s.Cloud.URL, progress: s.progress, first: true,
+		lab: s.Lab, cloudURL: s.Cloud.URL, progress: s.progress, first: true, runtimeSDK: s.opts.RuntimeSDK,
 	}
 	return s.Management.start(ctx, s.opts.ManagerArgs)
 }
