@@ -19,12 +19,14 @@ package objects
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -45,6 +47,12 @@ const (
 	// kubeadm patch file (RevisionPatchFile) and a kubelet flag
 	// (RevisionLabel): a change a scenario makes to see what rolls.
 	WorkerRevisionVariable = "workerRevision"
+	// FilesVariable adds files ({path, content}) to every machine, after
+	// the class's own; Cluster API's in-place update spec changes it.
+	FilesVariable = "files"
+	// ControlPlaneMaxSurgeVariable is KCP's rollout maxSurge, KCP's
+	// default when empty, by the name Cluster API's classes give it.
+	ControlPlaneMaxSurgeVariable = "kubeadmControlPlaneMaxSurge"
 )
 
 // RevisionPatchFile is the kubeadm patch the workerRevision variable writes:
@@ -166,6 +174,8 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 				{Name: WorkerRevisionVariable, Required: ptr.To(false), Schema: clusterv1.VariableSchema{
 					OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string", Pattern: "^[1-9][0-9]{0,2}$|^$", Default: JSONValue("")},
 				}},
+				filesVariable(),
+				emptyByDefault(ControlPlaneMaxSurgeVariable),
 			},
 			Patches: []clusterv1.ClusterClassPatch{
 				patch("control-plane-ignition", when(ControlPlaneFormatVariable, bootstrapv1.Ignition), controlPlane,
@@ -176,6 +186,12 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 					add("/spec/template/spec/preKubeadmCommands", writeFormatCommand)),
 				patch("worker-ignition", when(WorkerFormatVariable, bootstrapv1.Ignition), workers,
 					add("/spec/template/spec/ignition", map[string]any{"butane": map[string]any{"additionalConfig": butane}})),
+				patch("files", whenGiven(FilesVariable), controlPlane,
+					fromTemplate("/spec/template/spec/kubeadmConfigSpec/files", filesTemplate(cpSpec.Files))),
+				patch("worker-files", whenGiven(FilesVariable), workers,
+					fromTemplate("/spec/template/spec/files", filesTemplate(UpstreamSpec(&workerTemplate.Spec.Template.Spec).Files))),
+				patch("control-plane-max-surge", whenSet(ControlPlaneMaxSurgeVariable), controlPlane,
+					fromTemplate("/spec/template/spec/rollout", "strategy:\n  type: RollingUpdate\n  rollingUpdate:\n    maxSurge: {{ ."+ControlPlaneMaxSurgeVariable+" }}")),
 				// Files and kubelet flags are taken in every format (raw:
 				// the file is a kubeadm patch, which the agent writes).
 				patch("worker-revision", whenSet(WorkerRevisionVariable), workers,
@@ -191,9 +207,42 @@ func (c Cluster) ClusterClassObjects() []client.Object {
 	return []client.Object{infraCluster, cpMachines, workerMachines, workerPools, kcpTemplate, workerTemplate, poolTemplate, class}
 }
 
+// filesVariable is FilesVariable's definition: a list of files, each a
+// path and its content.
+func filesVariable() clusterv1.ClusterClassVariable {
+	str := clusterv1.JSONSchemaProps{Type: "string"}
+	return clusterv1.ClusterClassVariable{Name: FilesVariable, Required: ptr.To(false), Schema: clusterv1.VariableSchema{
+		OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "array", Items: &clusterv1.JSONSchemaProps{
+			Type: "object", Required: []string{"path", "content"},
+			Properties: map[string]clusterv1.JSONSchemaProps{"path": str, "content": str},
+		}},
+	}}
+}
+
+// whenGiven enables a patch when a variable without a default is set.
+func whenGiven(variable string) string { return fmt.Sprintf("{{ if .%s }}true{{ end }}", variable) }
+
+// filesTemplate is a patch template of a template's files: its own, then
+// those of FilesVariable.
+func filesTemplate(own []upstreambootstrapv1.File) string {
+	var b strings.Builder
+	for _, f := range own {
+		j, err := json.Marshal(f)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(&b, "- %s\n", j)
+	}
+	fmt.Fprintf(&b, "{{- range .%s }}\n- path: {{ .path | toJson }}\n  content: {{ .content | toJson }}\n{{- end }}", FilesVariable)
+	return b.String()
+}
+
 // imageTagVariable is a variable of an image tag KCP sets, empty (kubeadm's
 // own) when not given.
-func imageTagVariable(name string) clusterv1.ClusterClassVariable {
+func imageTagVariable(name string) clusterv1.ClusterClassVariable { return emptyByDefault(name) }
+
+// emptyByDefault is a string variable, empty when not given.
+func emptyByDefault(name string) clusterv1.ClusterClassVariable {
 	return clusterv1.ClusterClassVariable{Name: name, Required: ptr.To(false), Schema: clusterv1.VariableSchema{
 		OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string", Default: JSONValue("")},
 	}}

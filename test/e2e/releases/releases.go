@@ -72,6 +72,10 @@ func UpstreamBootstrapImage() string {
 // provider's image: the management clusters' nodes boot from it.
 const MachineImage = "management"
 
+// NodeUpdateMachineImage names the Lab's machine image whose store holds this
+// provider's image, which runs the in-place node updates.
+const NodeUpdateMachineImage = "node-update"
+
 // Provider labels, as clusterctl names providers' directories and Pods'
 // provider labels.
 const (

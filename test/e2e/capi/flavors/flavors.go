@@ -60,6 +60,11 @@ type flavor struct {
 // preKubeadmCommands, which carry kcp-remediation's bootstrap hold.
 var CommandFormats = []bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition}
 
+// AnyFileFormats are the formats that write any file: raw writes only
+// kubeadm's patches, and Cluster API's in-place update spec writes
+// /tmp/test.
+var AnyFileFormats = []bootstrapv1.Format{bootstrapv1.CloudConfig, bootstrapv1.Ignition}
+
 // flavors are the templates the suite's specs use.
 var flavors = []flavor{
 	{name: "", objects: quickStart},
@@ -73,15 +78,29 @@ var flavors = []flavor{
 	{name: "kcp-remediation", objects: kcpRemediation, formats: CommandFormats},
 	{name: "self-hosted", objects: selfHosted, formats: []bootstrapv1.Format{bootstrapv1.CloudConfig}},
 	{name: FormatsFlavor, objects: formatsTopology, formats: []bootstrapv1.Format{bootstrapv1.CloudConfig}},
+	{name: InPlaceFlavor, objects: inPlaceTopology, formats: AnyFileFormats},
 }
 
-// classes are the ClusterClasses the flavors' Clusters name; clusterctl adds
-// clusterclass-<name>.yaml to a template whose class is not there yet.
-var classes = []string{quickStartClass}
+// classes are the ClusterClasses the flavors' Clusters name, with their
+// templates; clusterctl adds clusterclass-<name>.yaml to a template whose
+// class is not there yet.
+var classes = map[string]func() []client.Object{
+	quickStartClass: objects.Cluster{Name: quickStartClass}.ClusterClassObjects,
+	inPlaceClass:    inPlaceClassObjects,
+}
 
 // quickStartClass is the ClusterClass of the topology flavor: the stack's,
 // whose variables choose the formats of control plane and workers.
 const quickStartClass = "quick-start"
+
+// inPlaceClass is quickStartClass on hosts that boot from the node-update
+// machine image, which carries the image of the provider's node updater:
+// there is no registry to pull it from.
+const inPlaceClass = "quick-start-in-place"
+
+// InPlaceFlavor is Cluster API's in-place update spec's flavor: a Cluster
+// of inPlaceClass with the rollout settings the spec's variables give.
+const InPlaceFlavor = "topology-in-place"
 
 // Sentinels stand for clusterctl's variables while the objects are typed Go
 // values; Files puts the variables in their place.
@@ -89,6 +108,9 @@ const (
 	controlPlaneReplicas = 987001
 	workerReplicas       = 987002
 	formatSentinel       = "format-987003"
+	mdMaxSurge           = "md-max-surge-987004"
+	mdMaxUnavailable     = "md-max-unavailable-987005"
+	kcpMaxSurge          = "kcp-max-surge-987006"
 )
 
 // FormatsFlavor is the ClusterClass quick start whose format the clusterctl
@@ -127,6 +149,37 @@ func formatsTopology(c objects.Cluster, _ bootstrapv1.Format) []client.Object {
 	cl.Spec.Topology.ClassRef.Name = quickStartClass
 	cl.Spec.Topology.ControlPlane.Metadata.Annotations[bootstrapv1.FormatAnnotation] = formatSentinel
 	return []client.Object{cl}
+}
+
+// inPlaceTopology is the topology quick start of inPlaceClass whose
+// rollouts the in-place update spec's variables set, as upstream's
+// in-memory-topology flavor has them: KCP's maxSurge, and the workers'
+// maxSurge and maxUnavailable.
+func inPlaceTopology(c objects.Cluster, f bootstrapv1.Format) []client.Object {
+	cl := only[*clusterv1.Cluster](quickStartTopology(c, f))
+	cl.Spec.Topology.ClassRef.Name = inPlaceClass
+	cl.Spec.Topology.Variables = append(cl.Spec.Topology.Variables,
+		clusterv1.ClusterVariable{Name: objects.ControlPlaneMaxSurgeVariable, Value: *objects.JSONValue(kcpMaxSurge)})
+	md := &cl.Spec.Topology.Workers.MachineDeployments[0]
+	md.Rollout.Strategy = clusterv1.MachineDeploymentTopologyRolloutStrategy{
+		Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+		RollingUpdate: clusterv1.MachineDeploymentTopologyRolloutStrategyRollingUpdate{
+			MaxSurge: ptr.To(intstr.FromString(mdMaxSurge)), MaxUnavailable: ptr.To(intstr.FromString(mdMaxUnavailable)),
+		},
+	}
+	return []client.Object{cl}
+}
+
+// inPlaceClassObjects is quickStartClass's objects under inPlaceClass's
+// name, its hosts booting from the node-update machine image.
+func inPlaceClassObjects() []client.Object {
+	objs := objects.Cluster{Name: inPlaceClass}.ClusterClassObjects()
+	for _, o := range objs {
+		if t, ok := o.(*infrav1.SimulatedMachineTemplate); ok {
+			t.Spec.Template.Spec.Image = releases.NodeUpdateMachineImage
+		}
+	}
+	return objs
 }
 
 // selfHosted is the quick start on hosts that boot from the management
@@ -318,6 +371,9 @@ var variables = strings.NewReplacer(
 	fmt.Sprintf("replicas: %d", workerReplicas), "replicas: ${WORKER_MACHINE_COUNT}",
 	"version: "+objects.KubernetesVersion, "version: ${KUBERNETES_VERSION}",
 	formatSentinel, "${"+FormatVariable+":=cloud-config}",
+	mdMaxSurge, "${MD_MAX_SURGE:-20%}",
+	mdMaxUnavailable, "${MD_MAX_UNAVAILABLE:-0}",
+	kcpMaxSurge, `"${KUBEADM_CONTROL_PLANE_MAX_SURGE:-1}"`,
 )
 
 // header opens every written template.
@@ -346,9 +402,9 @@ func Files() (map[string][]byte, error) {
 			files[name] = data
 		}
 	}
-	for _, class := range classes {
+	for class, objects := range classes {
 		name := "clusterclass-" + class + ".yaml"
-		data, err := template(scheme, objects.Cluster{Name: class}.ClusterClassObjects())
+		data, err := template(scheme, objects())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
