@@ -58,6 +58,9 @@ var (
 	// releasesDir where its releases were built.
 	shared      *stack.Shared
 	releasesDir string
+	// labDir is the Lab's state directory, where every process finds the
+	// hosts (host.ExecIn).
+	labDir string
 )
 
 func init() {
@@ -150,6 +153,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	e2eConfig = loadE2EConfig()
 	clusterctlConfigPath = state.ClusterctlConfigPath
 	artifactFolder = state.ArtifactFolder
+	labDir = state.LabDir
 
 	scheme := runtime.NewScheme()
 	framework.TryAddDefaultSchemes(scheme)
@@ -212,6 +216,13 @@ func upgradeSpec(spec string, formats []bootstrapv1.Format) Labels {
 	return heavySpec(spec, upgradeLabel, formats)
 }
 
+// inPlaceSpec records a spec that updates machines in place: this
+// provider's image is built for the hosts, and Cluster API's managers run as
+// binaries with the Runtime SDK.
+func inPlaceSpec(spec string, formats []bootstrapv1.Format) Labels {
+	return heavySpec(spec, inPlaceLabel, formats)
+}
+
 // selects says whether the label filter selects a spec that needs what
 // the label names.
 func selects(needs string) bool {
@@ -234,7 +245,16 @@ func runTools(targets ...string) {
 // the stack's options: with the management machine image and the upgrade's
 // node release when a selected spec needs them.
 func suiteReleases() (*releases.Releases, stack.Options) {
-	opts := stack.Options{ManagerArgs: managerArgs}
+	opts := stack.Options{ManagerArgs: managerArgs, MachineImages: map[string][]host.ImageArchive{}}
+	if selects(inPlaceLabel) {
+		By("Building this provider's image, which updates nodes in place")
+		image, err := releases.BuildOurImage(filepath.Join(releasesDir, "node-update"))
+		Expect(err).NotTo(HaveOccurred())
+		opts.MachineImages[releases.NodeUpdateMachineImage] = []host.ImageArchive{image}
+		opts.RuntimeSDK = true
+		opts.ManagerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true,KubeadmInPlaceUpdates=true",
+			"--node-update-image=" + releases.OurImage}
+	}
 	if selects(upgradeLabel) {
 		By("Building the nodes of the release upgrades start from (hack/tools.sh upgrade-from)")
 		runTools("upgrade-from")
@@ -249,6 +269,6 @@ func suiteReleases() (*releases.Releases, stack.Options) {
 	runTools("upstream-releases")
 	rel, err := releases.Build(releasesDir)
 	Expect(err).NotTo(HaveOccurred())
-	opts.MachineImages = map[string][]host.ImageArchive{releases.MachineImage: rel.Images}
+	opts.MachineImages[releases.MachineImage] = rel.Images
 	return rel, opts
 }
