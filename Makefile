@@ -237,6 +237,10 @@ e2e-capi-results: ## Write the last make test-e2e-capi run's results into docs/d
 e2e-capi-upgrade-results: ## Write the last make test-e2e-capi run's Kubernetes upgrades (time, availability) into docs/developer/e2e.md.
 	$(GO_TOOLS_MODULE) run ./e2eresults -upgrades $(CAPI_E2E_ARTIFACTS)/report.json $(CURDIR)/docs/developer/e2e.md
 
+.PHONY: e2e-capi-in-place-results
+e2e-capi-in-place-results: ## Write the last make test-e2e-capi run's in-place updates (changes, time to every host) into docs/developer/e2e.md.
+	$(GO_TOOLS_MODULE) run ./e2eresults -in-place $(CAPI_E2E_ARTIFACTS)/report.json $(CURDIR)/docs/developer/e2e.md
+
 .PHONY: bench-requests
 bench-requests: ## Count the API requests the controller makes per KubeadmConfig (one benchmark round).
 	go test -run='^$$' -bench='^BenchmarkReconcileRequests$$' -benchtime=1x $(CONTROLLER_PKG)

@@ -18,9 +18,10 @@ limitations under the License.
 // docs/developer/e2e.md from the Ginkgo JSON report of one
 // `make test-e2e-capi` run, so the page quotes one run and nothing else;
 // with -upgrades, the table of the run's Kubernetes upgrades instead (their
-// report entries: time and what the availability probe saw).
+// report entries: time and what the availability probe saw); with
+// -in-place, the table of its in-place updates (what the node watch saw).
 //
-//	go -C hack run ./e2eresults [-upgrades] "$PWD/test/e2e/capi/_artifacts/report.json" "$PWD/docs/developer/e2e.md"
+//	go -C hack run ./e2eresults [-upgrades | -in-place] "$PWD/test/e2e/capi/_artifacts/report.json" "$PWD/docs/developer/e2e.md"
 package main
 
 import (
@@ -45,22 +46,44 @@ const (
 	end           = "<!-- End of the results. -->\n"
 	upgradesBegin = "<!-- Upgrades of one make test-e2e-capi run, written by make e2e-capi-upgrade-results. -->\n"
 	upgradesEnd   = "<!-- End of the upgrades. -->\n"
+	inPlaceBegin  = "<!-- In-place updates of one make test-e2e-capi run, written by make e2e-capi-in-place-results. -->\n"
+	inPlaceEnd    = "<!-- End of the in-place updates. -->\n"
 )
 
 func main() {
 	upgradesOnly := flag.Bool("upgrades", false, "write the upgrades table instead of the results table")
+	inPlaceOnly := flag.Bool("in-place", false, "write the in-place updates table instead of the results table")
 	flag.Parse()
-	if flag.NArg() != 2 {
-		fmt.Fprintln(os.Stderr, "usage: e2eresults [-upgrades] REPORT.json PAGE.md")
+	if flag.NArg() != 2 || (*upgradesOnly && *inPlaceOnly) {
+		fmt.Fprintln(os.Stderr, "usage: e2eresults [-upgrades | -in-place] REPORT.json PAGE.md")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), flag.Arg(1), *upgradesOnly); err != nil {
+	section := sections[""]
+	if *upgradesOnly {
+		section = sections["upgrades"]
+	}
+	if *inPlaceOnly {
+		section = sections["in-place"]
+	}
+	if err := run(flag.Arg(0), flag.Arg(1), section); err != nil {
 		fmt.Fprintf(os.Stderr, "e2eresults: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(reportPath, pagePath string, upgradesOnly bool) error {
+// section is a generated part of the page: its markers and its text.
+type section struct {
+	begin, end string
+	text       func(types.Report) (string, error)
+}
+
+var sections = map[string]section{
+	"":         {begin, end, func(r types.Report) (string, error) { return results(r), nil }},
+	"upgrades": {upgradesBegin, upgradesEnd, upgrades},
+	"in-place": {inPlaceBegin, inPlaceEnd, inPlace},
+}
+
+func run(reportPath, pagePath string, sec section) error {
 	b, err := os.ReadFile(reportPath)
 	if err != nil {
 		return err
@@ -76,14 +99,11 @@ func run(reportPath, pagePath string, upgradesOnly bool) error {
 	if err != nil {
 		return err
 	}
-	from, to, text := begin, end, results(reports[0])
-	if upgradesOnly {
-		from, to = upgradesBegin, upgradesEnd
-		if text, err = upgrades(reports[0]); err != nil {
-			return fmt.Errorf("%s: %w", reportPath, err)
-		}
+	text, err := sec.text(reports[0])
+	if err != nil {
+		return fmt.Errorf("%s: %w", reportPath, err)
 	}
-	out, err := pagesection.Replace(page, from, to, text)
+	out, err := pagesection.Replace(page, sec.begin, sec.end, text)
 	if err != nil {
 		return fmt.Errorf("%s: %w", pagePath, err)
 	}
@@ -150,44 +170,83 @@ type upgradeResult struct {
 // outcome, how long the upgrade took from the control plane's new version
 // to every node ready, and the availability probe's failures meanwhile.
 func upgrades(r types.Report) (string, error) {
+	return entryTable(r, upgradeEntry, "| spec | format | outcome | upgrade | failed probe requests | longest outage |\n|---|---|---|---|---|---|\n",
+		func(spec string, f bootstrapv1.Format, state types.SpecState, value []byte) (string, error) {
+			var u upgradeResult
+			if err := json.Unmarshal(value, &u); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("| %s | %s | %s | %.1f min | %d of %d | %.0f s |\n",
+				spec, f, state, u.Minutes, u.Failed, u.Requests, u.LongestOutageSeconds), nil
+		})
+}
+
+// inPlaceEntry is the report entry each in-place update spec adds
+// (test/e2e/capi's InPlaceResult).
+const inPlaceEntry = "in-place"
+
+type inPlaceResult struct {
+	Updates        int     `json:"updates"`
+	Machines       int     `json:"machines"`
+	FastestSeconds float64 `json:"fastestSeconds"`
+	SlowestSeconds float64 `json:"slowestSeconds"`
+}
+
+// inPlace is the run's line and a table of its in-place update specs:
+// spec, format, outcome, how many changes on how many machines, and the
+// fastest and slowest time from a change to the last host having it.
+func inPlace(r types.Report) (string, error) {
+	return entryTable(r, inPlaceEntry, "| spec | format | outcome | changes × machines | change to every host |\n|---|---|---|---|---|\n",
+		func(spec string, f bootstrapv1.Format, state types.SpecState, value []byte) (string, error) {
+			var u inPlaceResult
+			if err := json.Unmarshal(value, &u); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("| %s | %s | %s | %d × %d | %.0f–%.0f s |\n",
+				spec, f, state, u.Updates, u.Machines, u.FastestSeconds, u.SlowestSeconds), nil
+		})
+}
+
+// entryTable is the run's line and a table with a row per report entry of
+// that name, made by row from the entry's JSON: specs in alphabetical
+// order, formats in the order of the results table.
+func entryTable(r types.Report, entry, header string, row func(spec string, f bootstrapv1.Format, state types.SpecState, value []byte) (string, error)) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "`%s` on this machine, %s, in %s.\n\n", command(r.SuiteConfig), r.StartTime.UTC().Format(time.DateOnly), minutes(r.RunTime))
-	b.WriteString("| spec | format | outcome | upgrade | failed probe requests | longest outage |\n|---|---|---|---|---|---|\n")
-	type row struct {
+	b.WriteString(header)
+	type line struct {
 		spec   string
 		format bootstrapv1.Format
 		text   string
 	}
-	var rows []row
+	var lines []line
 	for _, s := range r.SpecReports {
 		if s.LeafNodeType != types.NodeTypeIt || len(s.ContainerHierarchyTexts) < 2 {
 			continue
 		}
 		for _, e := range s.ReportEntries {
-			if e.Name != upgradeEntry {
+			if e.Name != entry {
 				continue
 			}
-			var u upgradeResult
-			if err := json.Unmarshal([]byte(e.Value.AsJSON), &u); err != nil {
-				return "", fmt.Errorf("%s entry of %s: %w", upgradeEntry, s.FullText(), err)
-			}
 			spec, f := specName(s.ContainerHierarchyTexts[0]), bootstrapv1.Format(s.ContainerHierarchyTexts[1])
-			rows = append(rows, row{spec: spec, format: f, text: fmt.Sprintf("| %s | %s | %s | %.1f min | %d of %d | %.0f s |\n",
-				spec, f, s.State, u.Minutes, u.Failed, u.Requests, u.LongestOutageSeconds)})
+			text, err := row(spec, f, s.State, []byte(e.Value.AsJSON))
+			if err != nil {
+				return "", fmt.Errorf("%s entry of %s: %w", entry, s.FullText(), err)
+			}
+			lines = append(lines, line{spec: spec, format: f, text: text})
 		}
 	}
-	// Specs in alphabetical order, formats in the order of the results table.
-	slices.SortStableFunc(rows, func(a, b row) int {
+	slices.SortStableFunc(lines, func(a, b line) int {
 		if c := strings.Compare(a.spec, b.spec); c != 0 {
 			return c
 		}
 		return slices.Index(bootstrapv1.Formats, a.format) - slices.Index(bootstrapv1.Formats, b.format)
 	})
-	for _, r := range rows {
-		b.WriteString(r.text)
+	for _, l := range lines {
+		b.WriteString(l.text)
 	}
-	if len(rows) == 0 {
-		return "", fmt.Errorf("no %q report entries: the run upgraded nothing", upgradeEntry)
+	if len(lines) == 0 {
+		return "", fmt.Errorf("no %q report entries in the run", entry)
 	}
 	return b.String(), nil
 }

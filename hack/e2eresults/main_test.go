@@ -96,3 +96,36 @@ func TestUpgradesTable(t *testing.T) {
 		t.Error("a run without upgrades: no error")
 	}
 }
+
+func TestInPlaceTable(t *testing.T) {
+	updated := spec("Cluster API's in-place update", "raw", types.SpecStatePassed, 9)
+	updated.ReportEntries = types.ReportEntries{
+		{Name: inPlaceEntry, Value: types.WrapEntryValue(inPlaceResult{Updates: 5, Machines: 4, FastestSeconds: 21.4, SlowestSeconds: 170.6})},
+	}
+	cloudConfig := spec("Cluster API's in-place update", "cloud-config", types.SpecStatePassed, 8)
+	cloudConfig.ReportEntries = types.ReportEntries{
+		{Name: inPlaceEntry, Value: types.WrapEntryValue(inPlaceResult{Updates: 5, Machines: 4, FastestSeconds: 30, SlowestSeconds: 31})},
+	}
+	b, err := json.Marshal(types.Report{
+		StartTime: time.Date(2026, 12, 7, 20, 0, 0, 0, time.UTC), RunTime: 20 * time.Minute,
+		SpecReports: types.SpecReports{updated, cloudConfig},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read types.Report
+	if err := json.Unmarshal(b, &read); err != nil {
+		t.Fatal(err)
+	}
+	got, err := inPlace(read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "`make test-e2e-capi` on this machine, 2026-12-07, in 20.0 min.\n\n" +
+		"| spec | format | outcome | changes × machines | change to every host |\n|---|---|---|---|---|\n" +
+		"| In-place update | cloud-config | passed | 5 × 4 | 30–31 s |\n" +
+		"| In-place update | raw | passed | 5 × 4 | 21–171 s |\n"
+	if got != want {
+		t.Errorf("in-place:\n%s\nwant:\n%s", got, want)
+	}
+}
