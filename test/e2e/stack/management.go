@@ -291,6 +291,17 @@ func (m *Management) RestartManager(args ...string) error {
 	return m.ReplaceProvider(ours.With(args...))
 }
 
+// KillManager kills this provider's manager, as when its node fails, and
+// starts it again with the same flags.
+func (m *Management) KillManager() error {
+	p := m.provider
+	if m.manager != nil {
+		m.manager.Kill()
+		m.manager = nil
+	}
+	return m.startManager(p, m.webhookPort)
+}
+
 func (m *Management) stopManager() {
 	if m.manager != nil {
 		m.manager.Stop()
