@@ -18,7 +18,6 @@ package e2e
 
 import (
 	"context"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +107,12 @@ func TestInPlaceUpdateOnTheNode(t *testing.T) {
 		for _, p := range inPlaceFiles {
 			got := w.FileOnHost(m.Spec.InfrastructureRef.Name, p)
 			want := w.FileOnHost(fresh.Spec.InfrastructureRef.Name, p)
-			got.Content, want.Content = withoutProviderID(got.Content, m), withoutProviderID(want.Content, fresh)
+			var gotOwn, wantOwn bool
+			got.Content, gotOwn = workload.WithoutProviderID(got.Content, m.Spec.ProviderID)
+			want.Content, wantOwn = workload.WithoutProviderID(want.Content, fresh.Spec.ProviderID)
+			if !gotOwn || !wantOwn {
+				t.Errorf("%s: %s names another machine's provider ID (updated %t, fresh %t)", f, p, gotOwn, wantOwn)
+			}
 			if got != want {
 				t.Errorf("%s: %s updated in place differs from a fresh machine's:\n%+v\nfresh:\n%+v", f, p, got, want)
 			}
@@ -192,17 +196,4 @@ func machineNamed(t *testing.T, w *workload.Cluster, name string) clusterv1.Mach
 		t.Fatal(err)
 	}
 	return m
-}
-
-// providerID is the one kubelet flag that differs between two machines of
-// one spec: each has its own.
-var providerID = regexp.MustCompile(`--provider-id=[^ "]+`)
-
-// withoutProviderID replaces m's own provider ID in a kubeadm flags file
-// after checking that it is m's.
-func withoutProviderID(content string, m clusterv1.Machine) string {
-	if strings.Contains(content, "--provider-id=") && !strings.Contains(content, "--provider-id="+m.Spec.ProviderID) {
-		return content + " (not this machine's provider ID)"
-	}
-	return providerID.ReplaceAllString(content, "--provider-id=<this machine's>")
 }

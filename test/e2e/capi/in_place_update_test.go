@@ -22,9 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +41,7 @@ import (
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/capi/flavors"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/stack"
+	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/workload"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
 
@@ -281,8 +280,6 @@ func filesVariable(c clusterv1.Cluster) (classFile, bool) {
 	return classFile{}, false
 }
 
-func hostKey(m clusterv1.Machine) string { return m.Namespace + "/" + m.Spec.InfrastructureRef.Name }
-
 // inPlaceWorkerFiles are what an in-place update writes on a worker and a
 // fresh worker of the same spec has alike.
 var inPlaceWorkerFiles = []string{"/var/lib/kubelet/config.yaml", "/var/lib/kubelet/kubeadm-flags.env"}
@@ -331,20 +328,13 @@ func workers(c client.Client, cluster *clusterv1.Cluster) []clusterv1.Machine {
 	})
 }
 
-// providerID is the one kubelet flag two workers of one spec differ in.
-var providerID = regexp.MustCompile(`--provider-id=[^ "]+`)
-
-// fileOnHost is a file's mode, owner and content on m's host, its own
-// provider ID (checked to be m's) left out.
-func fileOnHost(m clusterv1.Machine, path string) string {
-	stat, err := host.ExecIn(labDir, hostKey(m), "stat", "-c", "%a %U:%G", path)
-	Expect(err).NotTo(HaveOccurred(), "%s on %s: %s", path, m.Name, stat)
-	content, err := host.ExecIn(labDir, hostKey(m), "cat", path)
-	Expect(err).NotTo(HaveOccurred(), "%s on %s: %s", path, m.Name, content)
-	text := string(content)
-	if strings.Contains(text, "--provider-id=") {
-		Expect(text).To(ContainSubstring("--provider-id="+m.Spec.ProviderID), "%s on %s", path, m.Name)
-		text = providerID.ReplaceAllString(text, "--provider-id=<its own>")
-	}
-	return strings.TrimSpace(string(stat)) + "\n" + text
+// fileOnHost is a file on m's host, m's own provider ID (checked to be
+// m's) left out.
+func fileOnHost(m clusterv1.Machine, path string) workload.HostFile {
+	f, err := workload.ReadHostFile(func(args ...string) ([]byte, error) { return host.ExecIn(labDir, hostKey(m), args...) }, path)
+	Expect(err).NotTo(HaveOccurred(), "on %s", m.Name)
+	var own bool
+	f.Content, own = workload.WithoutProviderID(f.Content, m.Spec.ProviderID)
+	Expect(own).To(BeTrue(), "%s on %s names another machine's provider ID", path, m.Name)
+	return f
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -109,11 +110,43 @@ type HostFile struct {
 // FileOnHost reads a file on machine's host.
 func (w *Cluster) FileOnHost(machine, path string) HostFile {
 	w.t.Helper()
-	stat := strings.Fields(w.OnHost(machine, "stat", "-c", "%a %U:%G", path))
-	if len(stat) != 2 {
-		w.t.Fatalf("stat %s on %s: %v", path, machine, stat)
+	f, err := ReadHostFile(func(args ...string) ([]byte, error) {
+		out, err := w.TryOnHost(machine, args...)
+		return []byte(out), err
+	}, path)
+	if err != nil {
+		w.t.Fatalf("on %s: %v", machine, err)
 	}
-	return HostFile{Mode: stat[0], Owner: stat[1], Content: w.OnHost(machine, "cat", path)}
+	return f
+}
+
+// ReadHostFile reads a file on a host through exec, which runs a command
+// there (Host.Exec, or host.ExecIn from a process without the Lab).
+func ReadHostFile(exec func(args ...string) ([]byte, error), path string) (HostFile, error) {
+	out, err := exec("stat", "-c", "%a %U:%G", path)
+	stat := strings.Fields(string(out))
+	if err != nil || len(stat) != 2 {
+		return HostFile{}, fmt.Errorf("stat %s: %v: %s", path, err, out)
+	}
+	content, err := exec("cat", path)
+	if err != nil {
+		return HostFile{}, fmt.Errorf("cat %s: %w: %s", path, err, content)
+	}
+	return HostFile{Mode: stat[0], Owner: stat[1], Content: string(content)}, nil
+}
+
+// providerIDFlag is the one kubelet flag two machines of one spec differ
+// in: each has its own provider ID.
+var providerIDFlag = regexp.MustCompile(`--provider-id=[^ "]+`)
+
+// WithoutProviderID replaces a machine's own provider ID in a kubeadm flags
+// file's content, so that two machines' files compare; ok is false when the
+// file names another provider ID.
+func WithoutProviderID(content, providerID string) (out string, ok bool) {
+	if strings.Contains(content, "--provider-id=") && !strings.Contains(content, "--provider-id="+providerID) {
+		return content, false
+	}
+	return providerIDFlag.ReplaceAllString(content, "--provider-id=<this machine's>"), true
 }
 
 // ExpectNoUpdateLeft checks that no in-place update's Pod or Secret is left
