@@ -45,8 +45,11 @@ func (c hostLogCollector) CollectMachineLog(_ context.Context, _ client.Client, 
 	if m.Spec.InfrastructureRef.Kind != "SimulatedMachine" {
 		return nil
 	}
-	return c.copyHost(m.Namespace+"/"+m.Spec.InfrastructureRef.Name, outputPath)
+	return c.copyHost(hostKey(*m), outputPath)
 }
+
+// hostKey is the Lab's name of a SimulatedMachine's host.
+func hostKey(m clusterv1.Machine) string { return m.Namespace + "/" + m.Spec.InfrastructureRef.Name }
 
 // CollectMachinePoolLog copies the logs of every instance of the pool.
 func (c hostLogCollector) CollectMachinePoolLog(ctx context.Context, cl client.Client, mp *clusterv1.MachinePool, outputPath string) error {
