@@ -33,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -443,7 +444,8 @@ func (w *Cluster) ExpectGzipped(machine string, compressed func([]byte) bool) {
 
 // ExpectEachAPIServerWithItsEtcd checks there are want control-plane Nodes and
 // that the API server on each answers with a healthy etcd (its own member):
-// kube-apiserver talks to the etcd on 127.0.0.1 of its host.
+// kube-apiserver talks to the etcd on 127.0.0.1 of its host. A member that
+// joined last may still be catching up, so each gets a while to say so.
 func (w *Cluster) ExpectEachAPIServerWithItsEtcd(want int) {
 	w.t.Helper()
 	cs := w.WorkloadClient()
@@ -467,10 +469,28 @@ func (w *Cluster) ExpectEachAPIServerWithItsEtcd(want int) {
 			if err != nil {
 				w.t.Fatal(err)
 			}
-			body, err := c.Discovery().RESTClient().Get().AbsPath("/readyz").Param("verbose", "true").DoRaw(context.Background())
-			if err != nil || !strings.Contains(string(body), "[+]etcd ok") {
+			if body, err := etcdReady(c, apiServerEtcdWait); err != nil {
 				w.t.Errorf("API server on %s (node %s): readyz %v\n%s", a.Address, n.Name, err, body)
 			}
 		}
 	}
+}
+
+// apiServerEtcdWait bounds how long an API server may report its etcd not
+// ready: a member that just joined or was replaced syncs first.
+const apiServerEtcdWait = 2 * time.Minute
+
+// etcdReady asks an API server's /readyz until it reports etcd ok, and
+// returns its last answer when it does not within timeout.
+func etcdReady(c kubernetes.Interface, timeout time.Duration) ([]byte, error) {
+	var body []byte
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		body, last = c.Discovery().RESTClient().Get().AbsPath("/readyz").Param("verbose", "true").DoRaw(ctx)
+		return last == nil && strings.Contains(string(body), "[+]etcd ok"), nil
+	})
+	if err != nil && last != nil {
+		err = last
+	}
+	return body, err
 }
