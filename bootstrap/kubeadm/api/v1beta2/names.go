@@ -155,6 +155,12 @@ const (
 	BootstrapTokenAdoptedEvent   = "BootstrapTokenAdopted"
 )
 
+// InPlaceUpdateFailedEvent is the reason of the event the in-place update
+// extension records on a Machine whose update failed on its node, with the
+// step that failed: Cluster API's own condition only says that the hook
+// failed.
+const InPlaceUpdateFailedEvent = "InPlaceUpdateFailed"
+
 // Paths and the unit of the ignition format on a Flatcar machine. Extra
 // Ignition configuration may not replace them.
 const (

@@ -416,11 +416,14 @@ func setupInPlaceUpdates(mgr ctrl.Manager, opts *Options, clusterCache clusterca
 	if !ok {
 		return nil
 	}
-	return updateextension.AddToServer(s, &updateextension.Handlers{Updater: &nodeupdate.Updater{
-		Reader:       mgr.GetAPIReader(),
-		ClusterCache: clusterCache,
-		Runner:       nodeupdate.Runner{Image: opts.nodeUpdateImage},
-	}})
+	return updateextension.AddToServer(s, &updateextension.Handlers{
+		Updater: &nodeupdate.Updater{
+			Reader:       mgr.GetAPIReader(),
+			ClusterCache: clusterCache,
+			Runner:       nodeupdate.Runner{Image: opts.nodeUpdateImage},
+		},
+		Recorder: mgr.GetEventRecorder("kubeadm-in-place-update"),
+	})
 }
 
 // The CRD migrator's rights: read CRDs, update this provider's (their

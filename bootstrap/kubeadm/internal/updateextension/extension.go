@@ -28,11 +28,14 @@ import (
 	"encoding/json"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 
@@ -55,6 +58,8 @@ const retryAfter = 5
 // Handlers answers the in-place update hooks.
 type Handlers struct {
 	Updater *nodeupdate.Updater
+	// Recorder records failed updates on their Machines.
+	Recorder events.EventRecorder
 }
 
 // AddToServer registers the handlers on a Runtime extension server.
@@ -115,6 +120,7 @@ func (h *Handlers) UpdateMachine(ctx context.Context, req *runtimehooksv1.Update
 	switch st.State {
 	case nodeupdate.Failed:
 		resp.Status = runtimehooksv1.ResponseStatusFailure
+		h.report(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: machine.Name}, st.Message)
 	case nodeupdate.InProgress:
 		resp.Status = runtimehooksv1.ResponseStatusSuccess
 		resp.RetryAfterSeconds = retryAfter
@@ -122,6 +128,18 @@ func (h *Handlers) UpdateMachine(ctx context.Context, req *runtimehooksv1.Update
 		resp.Status = runtimehooksv1.ResponseStatusSuccess
 	}
 	log.V(2).Info("Answered UpdateMachine", "state", st.State, "message", st.Message)
+}
+
+// report records a failed update on its Machine, where users look: Cluster
+// API's Updating condition only says that the hook failed. The message
+// names the step, never file contents.
+func (h *Handlers) report(ctx context.Context, key client.ObjectKey, message string) {
+	m := &clusterv1.Machine{}
+	if err := h.Updater.Reader.Get(ctx, key, m); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Reading the Machine to report its failed update on")
+		return
+	}
+	h.Recorder.Eventf(m, nil, corev1.EventTypeWarning, bootstrapv1.InPlaceUpdateFailedEvent, "UpdateMachine", "%s", message)
 }
 
 // update moves the machine's update to its desired KubeadmConfig along.

@@ -118,7 +118,8 @@ func TestUpdateMachineRunsTheUpdateOnItsNode(t *testing.T) {
 		t.Fatalf("a second call made Pod %s besides %s", again.Name, pod.Name)
 	}
 
-	// The node fails at a step: Failure names it, then a retry runs again.
+	// The node fails at a step: Failure names it, an event on the Machine
+	// too, then a retry runs again.
 	finishPod(t, f, pod, corev1.PodFailed, rawv1.NodeUpdateResult{Digest: update.Digest, Step: rawv1.StepFiles, Message: "open /etc/motd: read-only file system"})
 	resp := call(desired)
 	if resp.Status != runtimehooksv1.ResponseStatusFailure || !strings.Contains(resp.Message, "step files") || !strings.Contains(resp.Message, node) {
@@ -127,6 +128,7 @@ func TestUpdateMachineRunsTheUpdateOnItsNode(t *testing.T) {
 	if n := len(updatePods(t, f, node)); n != 0 {
 		t.Fatalf("%d update Pods left after a failure was reported", n)
 	}
+	f.waitFor("an InPlaceUpdateFailed event on the Machine", 10*time.Second, func() bool { return hasEvent(t, m, bootstrapv1.InPlaceUpdateFailedEvent) })
 	inProgress(call(desired))
 	pod, _ = onlyUpdate(t, f, node)
 

@@ -50,24 +50,24 @@ func expiration(t *testing.T, s *corev1.Secret) time.Time {
 	return exp
 }
 
-// eventReasons lists the reasons of the events recorded on cfg.
-func eventReasons(t *testing.T, cfg *bootstrapv1.KubeadmConfig) []string {
+// eventReasons lists the reasons of the events recorded on obj.
+func eventReasons(t *testing.T, obj client.Object) []string {
 	t.Helper()
 	list := &eventsv1.EventList{}
-	if err := mgmt.Client.List(context.Background(), list, client.InNamespace(cfg.Namespace)); err != nil {
+	if err := mgmt.Client.List(context.Background(), list, client.InNamespace(obj.GetNamespace())); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	for _, e := range list.Items {
-		if e.Regarding.UID == cfg.UID {
+		if e.Regarding.UID == obj.GetUID() {
 			out = append(out, e.Reason)
 		}
 	}
 	return out
 }
 
-func hasEvent(t *testing.T, cfg *bootstrapv1.KubeadmConfig, reason string) bool {
-	for _, r := range eventReasons(t, cfg) {
+func hasEvent(t *testing.T, obj client.Object, reason string) bool {
+	for _, r := range eventReasons(t, obj) {
 		if r == reason {
 			return true
 		}
