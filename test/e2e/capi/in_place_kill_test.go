@@ -21,6 +21,7 @@ package capi
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -164,9 +165,15 @@ func updatesLeft(g Gomega, c client.Client) int {
 	return len(pods.Items) + len(secrets.Items)
 }
 
-func machineNamesOf(c client.Client, cluster *clusterv1.Cluster) sets.Set[string] {
+// machineNamesOf are the names of the cluster's Machines, of those with
+// the labels only when given.
+func machineNamesOf(c client.Client, cluster *clusterv1.Cluster, only ...client.MatchingLabels) sets.Set[string] {
+	selected := client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}
+	for _, l := range only {
+		maps.Copy(selected, l)
+	}
 	machines := &clusterv1.MachineList{}
-	Expect(c.List(ctx, machines, client.InNamespace(cluster.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name})).To(Succeed())
+	Expect(c.List(ctx, machines, client.InNamespace(cluster.Namespace), selected)).To(Succeed())
 	names := sets.New[string]()
 	for _, m := range machines.Items {
 		names.Insert(m.Name)

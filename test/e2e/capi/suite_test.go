@@ -30,6 +30,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -158,6 +159,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	scheme := runtime.NewScheme()
 	framework.TryAddDefaultSchemes(scheme)
 	Expect(infrav1.AddToScheme(scheme)).To(Succeed())
+	Expect(eventsv1.AddToScheme(scheme)).To(Succeed())
 	bootstrapClusterProxy = framework.NewClusterProxy("management", state.Kubeconfig, scheme,
 		framework.WithMachineLogCollector(hostLogCollector{labDir: state.LabDir}))
 })

@@ -61,8 +61,12 @@ type clusterAPIBinary struct {
 	webhooks string
 }
 
+// coreBinary is Cluster API's core manager, which calls UpdateMachine and,
+// for MachineDeployments, CanUpdateMachineSet.
+const coreBinary = "cluster-api-core"
+
 var clusterAPIBinaries = []clusterAPIBinary{
-	{"cluster-api-core", "sigs.k8s.io/cluster-api/core", filepath.Join("core", "config", "webhook", "manifests.yaml")},
+	{coreBinary, "sigs.k8s.io/cluster-api/core", filepath.Join("core", "config", "webhook", "manifests.yaml")},
 	{"cluster-api-kubeadm-control-plane", "sigs.k8s.io/cluster-api/controlplane/kubeadm", filepath.Join("controlplane", "kubeadm", "config", "webhook", "manifests.yaml")},
 }
 
@@ -144,6 +148,10 @@ func (m *Management) writeExtensionCA(ctx context.Context) error {
 		Data:       map[string][]byte{"ca.crt": m.env.Webhooks().CAData},
 	})
 }
+
+// ClusterAPICoreLog is the log of Cluster API's core manager run as its
+// binary (Options.RuntimeSDK): its errors name the extensions it calls.
+func (m *Management) ClusterAPICoreLog() string { return filepath.Join(m.dir, coreBinary+".log") }
 
 func (m *Management) stopClusterAPIBinaries() {
 	for _, mgr := range m.clusterAPIBinaries {
