@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -61,6 +62,13 @@ type Agent struct {
 	// Systemctl restarts the kubelet after an in-place update; empty means
 	// "systemctl" from PATH.
 	Systemctl string
+	// Kubelet is the kubelet executable an in-place update asks its
+	// version and replaces with a new version's; empty means "kubelet"
+	// from PATH.
+	Kubelet string
+	// HTTPClient downloads a new Kubernetes version's binaries; nil means
+	// http.DefaultClient.
+	HTTPClient *http.Client
 	// KubeletHealthz and KubeletHealthTimeout say where and how long an
 	// in-place update waits for the restarted kubelet to be healthy; empty
 	// means DefaultKubeletHealthz and DefaultKubeletHealthTimeout.

@@ -56,7 +56,8 @@ var kubeadmKubeletFlags = []string{"container-runtime-endpoint", "hostname-overr
 
 // Update applies a NodeUpdate document to a machine that has joined, so
 // that it ends as a machine freshly bootstrapped from the same spec: the
-// files, then (on control planes) the static Pod manifests kubeadm writes
+// files, a new Kubernetes version's kubeadm and kubelet when the node runs
+// another, then (on control planes) the static Pod manifests kubeadm writes
 // from the cluster's kubeadm-config ConfigMap, the kubelet's configuration
 // and flags, and a restart of the kubelet. Each step can run again: a
 // retry after a failure starts over. The result names the step that
@@ -69,16 +70,22 @@ func (a *Agent) Update(ctx context.Context, doc []byte) rawv1.NodeUpdateResult {
 	res := rawv1.NodeUpdateResult{Digest: u.Digest}
 	// What the kubelet ran with, put back if it cannot run with the update.
 	var saved *kubeletBackup
+	var replaced *installedBinary
 	for _, s := range []struct {
 		step rawv1.UpdateStep
 		run  func() error
 	}{
 		{rawv1.StepFiles, func() error { return a.updateFiles(u) }},
+		{rawv1.StepBinaries, func() (err error) {
+			replaced, err = a.updateBinaries(ctx, u)
+			return err
+		}},
 		{rawv1.StepControlPlane, func() error { return a.updateControlPlane(ctx, u) }},
 		{rawv1.StepKubeletConfig, func() (err error) {
 			if saved, err = a.saveKubelet(); err != nil {
 				return err
 			}
+			saved.binary = replaced
 			if err = a.updateKubelet(ctx, u); err != nil {
 				if rerr := saved.restore(); rerr != nil {
 					return fmt.Errorf("%w; putting the previous kubelet files back: %v", err, rerr)
@@ -318,10 +325,12 @@ func (a *Agent) kubeletHealthy(ctx context.Context) error {
 var kubeletFiles = []string{KubeletFlagsPath, KubeletConfigPath}
 
 // kubeletBackup is the kubelet's files as they were before an update; nil
-// content: the file did not exist.
+// content: the file did not exist. binary is the kubelet an update to
+// another Kubernetes version replaced.
 type kubeletBackup struct {
-	a     *Agent
-	files map[string][]byte
+	a      *Agent
+	files  map[string][]byte
+	binary *installedBinary
 }
 
 func (a *Agent) saveKubelet() (*kubeletBackup, error) {
@@ -362,7 +371,7 @@ func (b *kubeletBackup) restore() error {
 			return err
 		}
 	}
-	return nil
+	return b.binary.restore()
 }
 
 // kubeadm runs kubeadm with the spec's patches directory.
@@ -370,11 +379,7 @@ func (a *Agent) kubeadm(ctx context.Context, u *rawv1.NodeUpdate, args ...string
 	if u.PatchesDirectory != "" {
 		args = append(args, "--patches", a.path(u.PatchesDirectory))
 	}
-	kubeadm := a.Kubeadm
-	if kubeadm == "" {
-		kubeadm = "kubeadm"
-	}
-	return a.command(ctx, kubeadm, append(args, a.ExtraArgs...)...)
+	return a.command(ctx, a.kubeadmCommand(), append(args, a.ExtraArgs...)...)
 }
 
 // command runs a command; the error names it and its exit status (its

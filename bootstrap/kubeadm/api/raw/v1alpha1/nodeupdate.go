@@ -58,8 +58,14 @@ type NodeUpdate struct {
 	// writes its static Pod manifests again from the cluster's
 	// kubeadm-config ConfigMap.
 	ControlPlane bool `json:"controlPlane"`
-	// KubernetesVersion is the machine's version.
+	// KubernetesVersion is the machine's version. A node of another
+	// version moves to it: its kubeadm and kubelet from Binaries, then
+	// kubeadm upgrades the node.
 	KubernetesVersion string `json:"kubernetesVersion"`
+	// Binaries says where the node gets the kubeadm and kubelet of
+	// KubernetesVersion when it runs another version; absent when the
+	// operator named no source, and then a node of another version fails.
+	Binaries *KubernetesBinaries `json:"binaries,omitempty"`
 	// Files are the spec's files, in spec order.
 	Files []UpdateFile `json:"files"`
 	// KubeletExtraArgs are the kubelet flags the spec gives besides
@@ -84,6 +90,13 @@ func (u *NodeUpdate) ComputeDigest() (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// KubernetesBinaries is a source of Kubernetes release binaries laid out
+// as dl.k8s.io lays them out: URL/<version>/bin/linux/<arch>/<name>, with
+// its SHA-256 in hexadecimal at the same path plus ".sha256".
+type KubernetesBinaries struct {
+	URL string `json:"url"`
 }
 
 // UpdateFile is one file as it must be on disk.
@@ -127,6 +140,9 @@ const (
 	StepRead UpdateStep = "read"
 	// StepFiles writes the files.
 	StepFiles UpdateStep = "files"
+	// StepBinaries installs the kubeadm and kubelet of the update's
+	// Kubernetes version, when the node runs another one.
+	StepBinaries UpdateStep = "binaries"
 	// StepControlPlane writes the control plane's static Pod manifests
 	// (control-plane machines only).
 	StepControlPlane UpdateStep = "control-plane"
