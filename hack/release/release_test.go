@@ -383,9 +383,11 @@ func TestClusterctlAcceptsTheRelease(t *testing.T) {
 		want        []string
 		memoryLimit string
 	}{
-		"defaults": {nil, []string{"KubeadmBootstrapFormatIgnition=false", "KubeadmBootstrapFormatRaw=false", "MachinePool=true", "--bootstrap-token-ttl=15m", "--bootstrap-data-size-limit=0"}, "512Mi"},
-		"set": {map[string]string{"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW": "true", "EXP_MACHINE_POOL": "false", "KUBEADM_BOOTSTRAP_TOKEN_TTL": "30m", "KUBEADM_BOOTSTRAP_DATA_SIZE_LIMIT": "16384", "KUBEADM_BOOTSTRAP_MEMORY_LIMIT": "1Gi"},
-			[]string{"KubeadmBootstrapFormatIgnition=true", "KubeadmBootstrapFormatRaw=true", "MachinePool=false", "--bootstrap-token-ttl=30m", "--bootstrap-data-size-limit=16384"}, "1Gi"},
+		"defaults": {nil, []string{"KubeadmBootstrapFormatIgnition=false", "KubeadmBootstrapFormatRaw=false", "MachinePool=true", "--bootstrap-token-ttl=15m", "--bootstrap-data-size-limit=0", "--node-update-kubernetes-binaries=none"}, "512Mi"},
+		"set": {map[string]string{"EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION": "true", "EXP_KUBEADM_BOOTSTRAP_FORMAT_RAW": "true", "EXP_MACHINE_POOL": "false", "KUBEADM_BOOTSTRAP_TOKEN_TTL": "30m", "KUBEADM_BOOTSTRAP_DATA_SIZE_LIMIT": "16384", "KUBEADM_BOOTSTRAP_MEMORY_LIMIT": "1Gi",
+			"KUBEADM_NODE_UPDATE_KUBERNETES_BINARIES": "https://dl.k8s.io/release"},
+			[]string{"KubeadmBootstrapFormatIgnition=true", "KubeadmBootstrapFormatRaw=true", "MachinePool=false", "--bootstrap-token-ttl=30m", "--bootstrap-data-size-limit=16384",
+				"--node-update-kubernetes-binaries=https://dl.k8s.io/release"}, "1Gi"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := clusterctlGenerate(t, dir, tc.vars)

@@ -58,3 +58,24 @@ func TestLeaderElectionLeaseIsUpstreams(t *testing.T) {
 		t.Fatalf("upstream's bootstrap manager does not use the lease %q", leaderElectionID)
 	}
 }
+
+// TestKubernetesBinariesSource: nodes fetch binaries from an absolute http
+// or https URL; none or nothing names no source; anything else is refused without echoing it (it may hold
+// credentials).
+func TestKubernetesBinariesSource(t *testing.T) {
+	opts, err := ParseFlags([]string{"--node-update-kubernetes-binaries=https://dl.k8s.io/release"})
+	if err != nil || opts.binariesSource() != "https://dl.k8s.io/release" {
+		t.Fatalf("a dl.k8s.io source: %v (%q)", err, opts.kubernetesBinaries)
+	}
+	for _, off := range [][]string{nil, {"--node-update-kubernetes-binaries=none"}, {"--node-update-kubernetes-binaries="}} {
+		if opts, err := ParseFlags(off); err != nil || opts.binariesSource() != "" {
+			t.Errorf("%v: %v (%q)", off, err, opts.binariesSource())
+		}
+	}
+	for _, bad := range []string{"dl.k8s.io/release", "file:///srv/k8s", "ftp://u:s3cret@host/k8s"} {
+		_, err := ParseFlags([]string{"--node-update-kubernetes-binaries=" + bad})
+		if err == nil || strings.Contains(err.Error(), bad) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}

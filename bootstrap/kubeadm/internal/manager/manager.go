@@ -26,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	goruntime "runtime"
 	"strconv"
 	"time"
@@ -119,6 +120,7 @@ type Options struct {
 	cacheClientQPS      float32
 	cacheClientBurst    int
 	nodeUpdateImage     string
+	kubernetesBinaries  string
 	manager             capiflags.ManagerOptions
 	// gates are this manager's own feature gates (--feature-gates), so that
 	// managers built in one process (tests) do not share them.
@@ -154,6 +156,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.cacheClientQPS, "clustercache-client-qps", 20, "Queries per second allowed towards each workload cluster's API server.")
 	fs.IntVar(&o.cacheClientBurst, "clustercache-client-burst", 30, "Burst of queries allowed towards each workload cluster's API server.")
 	fs.StringVar(&o.nodeUpdateImage, "node-update-image", "", "Image of the Pods that apply in-place updates on nodes (needed with the KubeadmInPlaceUpdates gate).")
+	fs.StringVar(&o.kubernetesBinaries, "node-update-kubernetes-binaries", noBinaries, "URL of Kubernetes release binaries laid out as https://dl.k8s.io/release's, from which nodes updated in place get the kubeadm and kubelet of a new Kubernetes version; "+noBinaries+" or empty: Kubernetes versions do not change in place.")
 	capiflags.AddManagerOptions(fs, &o.manager)
 	o.gates.AddFlag(fs)
 }
@@ -203,12 +206,41 @@ func (o *Options) validate() error {
 	if o.gates.Enabled(feature.KubeadmInPlaceUpdates) && o.nodeUpdateImage == "" {
 		return fmt.Errorf("--node-update-image is needed with --feature-gates=%s=true", feature.KubeadmInPlaceUpdates)
 	}
+	if err := checkBinariesURL(o.kubernetesBinaries); err != nil {
+		return err
+	}
 	for _, p := range o.skipCRDMigration {
 		if p != string(crdmigrator.StorageVersionMigrationPhase) && p != string(crdmigrator.CleanupManagedFieldsPhase) {
 			return fmt.Errorf("--skip-crd-migration-phases: unknown phase %q (known: %s, %s)", p, crdmigrator.StorageVersionMigrationPhase, crdmigrator.CleanupManagedFieldsPhase)
 		}
 	}
 	return checkVerbosity(o.logs)
+}
+
+// noBinaries names no source of Kubernetes binaries. The manifest needs a
+// word: clusterctl takes an empty default for an unset variable.
+const noBinaries = "none"
+
+// binariesSource is the source of Kubernetes binaries nodes use, empty
+// when there is none.
+func (o *Options) binariesSource() string {
+	if o.kubernetesBinaries == noBinaries {
+		return ""
+	}
+	return o.kubernetesBinaries
+}
+
+// checkBinariesURL refuses a binaries source nodes could not use: an
+// absolute http or https URL, or none.
+func checkBinariesURL(raw string) error {
+	if raw == "" || raw == noBinaries {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return errors.New("--node-update-kubernetes-binaries must be an absolute http or https URL")
+	}
+	return nil
 }
 
 // Run parses args and runs the manager until ctx ends.
@@ -421,6 +453,8 @@ func setupInPlaceUpdates(mgr ctrl.Manager, opts *Options, clusterCache clusterca
 			Reader:       mgr.GetAPIReader(),
 			ClusterCache: clusterCache,
 			Runner:       nodeupdate.Runner{Image: opts.nodeUpdateImage},
+			// Nodes fetch from it themselves; the manager never does.
+			KubernetesBinaries: opts.binariesSource(),
 		},
 		Recorder: mgr.GetEventRecorder("kubeadm-in-place-update"),
 	})

@@ -33,8 +33,10 @@ import (
 )
 
 // Order is the NodeUpdate of a joined machine's plan (plan.Input.Joined),
-// with its digest, and the document as the node reads it.
-func Order(p *plan.Plan) (*rawv1.NodeUpdate, []byte, error) {
+// with its digest, and the document as the node reads it. binaries is
+// where a node of another Kubernetes version gets the plan's; empty when
+// the operator named none.
+func Order(p *plan.Plan, binaries string) (*rawv1.NodeUpdate, []byte, error) {
 	if p.Action == plan.ActionInit {
 		return nil, nil, fmt.Errorf("an in-place update needs the plan of a joined machine, not of %q", p.Action)
 	}
@@ -45,6 +47,9 @@ func Order(p *plan.Plan) (*rawv1.NodeUpdate, []byte, error) {
 		KubernetesVersion: "v" + p.KubernetesVersion.String(),
 		Files:             []rawv1.UpdateFile{},
 		PatchesDirectory:  p.Kubeadm.PatchesDirectory,
+	}
+	if binaries != "" {
+		u.Binaries = &rawv1.KubernetesBinaries{URL: binaries}
 	}
 	for _, f := range p.Files {
 		if f.Kind != plan.FileUser {

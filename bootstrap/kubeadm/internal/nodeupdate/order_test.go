@@ -49,7 +49,7 @@ func joinedPlan(t *testing.T, format bootstrapv1.Format, action plan.Action, con
 func TestOrderIsTheSameInEveryFormat(t *testing.T) {
 	var digest string
 	for _, format := range bootstrapv1.Formats {
-		u, doc, err := Order(joinedPlan(t, format, plan.ActionJoinControlPlane, "a"))
+		u, doc, err := Order(joinedPlan(t, format, plan.ActionJoinControlPlane, "a"), "")
 		if err != nil {
 			t.Fatalf("%s: %v", format, err)
 		}
@@ -62,13 +62,17 @@ func TestOrderIsTheSameInEveryFormat(t *testing.T) {
 			t.Errorf("%s: document %s (%v)", format, doc, err)
 		}
 	}
-	other, _, err := Order(joinedPlan(t, bootstrapv1.CloudConfig, plan.ActionJoinControlPlane, "b"))
+	other, _, err := Order(joinedPlan(t, bootstrapv1.CloudConfig, plan.ActionJoinControlPlane, "b"), "")
 	if err != nil || other.Digest == digest {
 		t.Errorf("another file content kept the digest %s (%v)", digest, err)
 	}
-	worker, _, err := Order(joinedPlan(t, bootstrapv1.CloudConfig, plan.ActionJoin, "a"))
+	worker, _, err := Order(joinedPlan(t, bootstrapv1.CloudConfig, plan.ActionJoin, "a"), "")
 	if err != nil || worker.ControlPlane || worker.Digest == digest {
 		t.Errorf("a worker's update: %+v (%v)", worker, err)
+	}
+	sourced, _, err := Order(joinedPlan(t, bootstrapv1.CloudConfig, plan.ActionJoinControlPlane, "a"), "https://dl.k8s.io/release")
+	if err != nil || sourced.Binaries == nil || sourced.Binaries.URL != "https://dl.k8s.io/release" || sourced.Digest == digest {
+		t.Errorf("an update with a binaries source: %+v (%v)", sourced, err)
 	}
 }
 
@@ -85,7 +89,7 @@ func TestTemplatedKubeletFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, _, err := Order(p)
+	u, _, err := Order(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,10 @@ type Updater struct {
 	Reader       client.Reader
 	ClusterCache clustercache.ClusterCache
 	Runner       Runner
+	// KubernetesBinaries is where nodes get the kubeadm and kubelet of a
+	// Kubernetes version they move to (rawv1.KubernetesBinaries); empty:
+	// versions do not change in place.
+	KubernetesBinaries string
 }
 
 // Update moves the in-place update of machine to desired along, from the
@@ -68,7 +72,7 @@ func (u *Updater) Update(ctx context.Context, machine client.ObjectKey, desired 
 	if err != nil {
 		return Status{}, fmt.Errorf("planning the update of Machine %s: %w", machine, err)
 	}
-	order, doc, err := Order(p)
+	order, doc, err := Order(p, u.KubernetesBinaries)
 	if err != nil {
 		return Status{}, err
 	}

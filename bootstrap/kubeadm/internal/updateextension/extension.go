@@ -77,31 +77,36 @@ func AddToServer(s *server.Server, h *Handlers) error {
 }
 
 // CanUpdateMachine claims the in-place changes of one machine's
-// KubeadmConfig.
+// KubeadmConfig, and its Kubernetes version when nodes can get binaries.
 func (h *Handlers) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
 	log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(&req.Desired.Machine))
-	p, err := claim(req.Current.BootstrapConfig, req.Desired.BootstrapConfig, "KubeadmConfig", claims.ConfigSpec)
+	p, err := h.claim(req.Current.BootstrapConfig, req.Desired.BootstrapConfig, "KubeadmConfig", claims.ConfigSpec, versionChange{
+		current: req.Current.Machine.Spec.Version, desired: req.Desired.Machine.Spec.Version, path: claims.MachineVersion,
+	})
 	if err != nil {
 		fail(&resp.CommonResponse, err)
 		return
 	}
-	resp.BootstrapConfigPatch = p
+	resp.BootstrapConfigPatch, resp.MachinePatch = p.config, p.version
 	resp.Status = runtimehooksv1.ResponseStatusSuccess
-	log.V(4).Info("Answered CanUpdateMachine", "claimed", p.IsDefined())
+	log.V(4).Info("Answered CanUpdateMachine", "claimed", p.config.IsDefined(), "version", p.version.IsDefined())
 }
 
 // CanUpdateMachineSet claims the in-place changes of a MachineSet's
-// KubeadmConfigTemplate.
+// KubeadmConfigTemplate, and its Kubernetes version when nodes can get
+// binaries.
 func (h *Handlers) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
 	log := ctrl.LoggerFrom(ctx).WithValues("MachineSet", klog.KObj(&req.Desired.MachineSet))
-	p, err := claim(req.Current.BootstrapConfigTemplate, req.Desired.BootstrapConfigTemplate, "KubeadmConfigTemplate", claims.TemplateSpec)
+	p, err := h.claim(req.Current.BootstrapConfigTemplate, req.Desired.BootstrapConfigTemplate, "KubeadmConfigTemplate", claims.TemplateSpec, versionChange{
+		current: req.Current.MachineSet.Spec.Template.Spec.Version, desired: req.Desired.MachineSet.Spec.Template.Spec.Version, path: claims.MachineSetVersion,
+	})
 	if err != nil {
 		fail(&resp.CommonResponse, err)
 		return
 	}
-	resp.BootstrapConfigTemplatePatch = p
+	resp.BootstrapConfigTemplatePatch, resp.MachineSetPatch = p.config, p.version
 	resp.Status = runtimehooksv1.ResponseStatusSuccess
-	log.V(4).Info("Answered CanUpdateMachineSet", "claimed", p.IsDefined())
+	log.V(4).Info("Answered CanUpdateMachineSet", "claimed", p.config.IsDefined(), "version", p.version.IsDefined())
 }
 
 // UpdateMachine applies the desired KubeadmConfig to the machine's node and
@@ -158,17 +163,42 @@ func (h *Handlers) update(ctx context.Context, machine klog.ObjectRef, desired r
 	return h.Updater.Update(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: machine.Name}, cfg)
 }
 
-// claim returns the patch for a pair of bootstrap objects, and no patch
-// when they are not this provider's kind: another bootstrap provider's
-// machines are not ours to change.
-func claim(current, desired runtime.RawExtension, kind string, spec []string) (runtimehooksv1.Patch, error) {
+// patches are what a claim gives: for the bootstrap object, and for the
+// Machine's or MachineSet's version.
+type patches struct {
+	config, version runtimehooksv1.Patch
+}
+
+// versionChange is the Kubernetes version of the machines before and
+// after, and where it sits in the object the hook asks about.
+type versionChange struct {
+	current, desired string
+	path             []string
+}
+
+// claim returns the patches for a pair of bootstrap objects and the
+// versions of their machines, and none when the objects are not this
+// provider's kind: another bootstrap provider's machines are not ours to
+// change. A version is claimed only when nodes can get its binaries.
+func (h *Handlers) claim(current, desired runtime.RawExtension, kind string, spec []string, v versionChange) (patches, error) {
 	for _, o := range []runtime.RawExtension{current, desired} {
 		ours, err := isOurs(o, kind)
 		if err != nil || !ours {
-			return runtimehooksv1.Patch{}, err
+			return patches{}, err
 		}
 	}
-	return claims.Claim(current, desired, spec)
+	var p patches
+	var err error
+	if p.config, err = claims.Claim(current, desired, spec); err != nil {
+		return patches{}, err
+	}
+	if h.Updater.KubernetesBinaries == "" {
+		return p, nil
+	}
+	if p.version, err = claims.Version(v.current, v.desired, v.path); err != nil {
+		return patches{}, err
+	}
+	return p, nil
 }
 
 // isOurs reports whether a bootstrap object is this provider's kind. An

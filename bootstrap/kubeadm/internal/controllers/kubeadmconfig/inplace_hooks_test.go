@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
@@ -170,4 +171,52 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestInPlaceVersionNeedsABinariesSource: a Machine's or MachineSet's
+// Kubernetes version (the next minor here) is claimed only by a manager
+// that names where nodes get the new version's binaries; without one, the
+// version change is left to a rollout.
+func TestInPlaceVersionNeedsABinariesSource(t *testing.T) {
+	const from, to = "v1.35.8", "v1.36.3"
+	config := rawObject(configJSON(t, kcpJoinSpec(bootstrapv1.CloudConfig, "cp-0")))
+	tmpl := rawObject(templateJSON(t, kcpJoinSpec(bootstrapv1.CloudConfig, "cp-0")))
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  bool
+	}{
+		{"without a source", inPlaceFlags, false},
+		{"with a source", append(slices.Clone(inPlaceFlags), "--node-update-kubernetes-binaries=https://dl.k8s.io/release"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stop := startManager(t, tc.flags...)
+			defer stop()
+			current, desired := clusterv1.Machine{}, clusterv1.Machine{}
+			current.Spec.Version, desired.Spec.Version = from, to
+			var resp runtimehooksv1.CanUpdateMachineResponse
+			callHook(t, runtimehooksv1.CanUpdateMachine, updateextension.CanUpdateMachineName, &runtimehooksv1.CanUpdateMachineRequest{
+				Current: runtimehooksv1.CanUpdateMachineRequestObjects{Machine: current, BootstrapConfig: config},
+				Desired: runtimehooksv1.CanUpdateMachineRequestObjects{Machine: desired, BootstrapConfig: config},
+			}, &resp)
+			if resp.MachinePatch.IsDefined() != tc.want {
+				t.Fatalf("Machine version claimed: %v, want %v (%s: %s)", resp.MachinePatch.IsDefined(), tc.want, resp.Status, resp.Message)
+			}
+			currentSet, desiredSet := clusterv1.MachineSet{}, clusterv1.MachineSet{}
+			currentSet.Spec.Template.Spec.Version, desiredSet.Spec.Template.Spec.Version = from, to
+			var setResp runtimehooksv1.CanUpdateMachineSetResponse
+			callHook(t, runtimehooksv1.CanUpdateMachineSet, updateextension.CanUpdateMachineSetName, &runtimehooksv1.CanUpdateMachineSetRequest{
+				Current: runtimehooksv1.CanUpdateMachineSetRequestObjects{MachineSet: currentSet, BootstrapConfigTemplate: tmpl},
+				Desired: runtimehooksv1.CanUpdateMachineSetRequestObjects{MachineSet: desiredSet, BootstrapConfigTemplate: tmpl},
+			}, &setResp)
+			if setResp.MachineSetPatch.IsDefined() != tc.want {
+				t.Fatalf("MachineSet version claimed: %v, want %v (%s: %s)", setResp.MachineSetPatch.IsDefined(), tc.want, setResp.Status, setResp.Message)
+			}
+			if !tc.want {
+				return
+			}
+			checkClaim(t, resp.CommonResponse, resp.MachinePatch, mustJSON(t, current), mustJSON(t, desired))
+			checkClaim(t, setResp.CommonResponse, setResp.MachineSetPatch, mustJSON(t, currentSet), mustJSON(t, desiredSet))
+		})
+	}
 }
