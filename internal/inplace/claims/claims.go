@@ -44,9 +44,11 @@ var (
 
 // Claim returns a JSON merge patch that gives current, at every field
 // changeable in place, desired's value; spec is where the KubeadmConfigSpec
-// sits in both. The patch is empty (IsDefined false) when no such field
-// differs.
-func Claim(current, desired runtime.RawExtension, spec []string) (runtimehooksv1.Patch, error) {
+// sits in both. movesTo is the Kubernetes version the machines move to in
+// place, empty when it does not change: what that version implies is
+// claimed with it (see graduatedGates). The patch is empty (IsDefined
+// false) when no such field differs.
+func Claim(current, desired runtime.RawExtension, spec []string, movesTo string) (runtimehooksv1.Patch, error) {
 	cur, err := specOf(current.Raw, spec)
 	if err != nil {
 		return runtimehooksv1.Patch{}, fmt.Errorf("current bootstrap config: %w", err)
@@ -72,6 +74,9 @@ func Claim(current, desired runtime.RawExtension, spec []string) (runtimehooksv1
 		if err := unstructured.SetNestedField(changes, mergeValue(c, d, inDesired), path...); err != nil {
 			return runtimehooksv1.Patch{}, fmt.Errorf("claiming %s: %w", f, err)
 		}
+	}
+	if err := claimGraduatedGates(cur, des, movesTo, changes); err != nil {
+		return runtimehooksv1.Patch{}, err
 	}
 	if len(changes) == 0 {
 		return runtimehooksv1.Patch{}, nil

@@ -137,7 +137,7 @@ func TestClaim(t *testing.T) {
 				{"KubeadmConfig", config(joined()), config(desired), ConfigSpec},
 				{"KubeadmConfigTemplate", template(joined()), template(desired), TemplateSpec},
 			} {
-				patch, err := Claim(in.current, in.desired, in.spec)
+				patch, err := Claim(in.current, in.desired, in.spec, "")
 				if err != nil {
 					t.Fatalf("%s: %v", in.kind, err)
 				}
@@ -154,7 +154,7 @@ func TestClaim(t *testing.T) {
 
 // TestNothingToClaim: equal specs give no patch.
 func TestNothingToClaim(t *testing.T) {
-	patch, err := Claim(config(joined()), config(joined()), ConfigSpec)
+	patch, err := Claim(config(joined()), config(joined()), ConfigSpec, "")
 	if err != nil || patch.IsDefined() {
 		t.Errorf("equal specs: patch %s, err %v", patch.Patch, err)
 	}

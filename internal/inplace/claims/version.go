@@ -19,6 +19,7 @@ package claims
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/blang/semver/v4"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -71,4 +72,51 @@ func Upgradable(current, desired string) bool {
 		return false
 	}
 	return d.Major == c.Major && d.GT(c) && d.Minor <= c.Minor+1
+}
+
+// graduatedGates are kubeadm feature gates that are locked on from a
+// version on, when kubeadm no longer takes them. KubeadmControlPlane sets
+// ControlPlaneKubeletLocalMode only for the versions before: a machine
+// that had it on is as a fresh machine of the later version once it moves
+// there, so the gate's removal comes with the version.
+var graduatedGates = map[string]semver.Version{"ControlPlaneKubeletLocalMode": {Major: 1, Minor: 36}}
+
+// featureGatesPath is where kubeadm's feature gates sit in a spec.
+var featureGatesPath = []string{"clusterConfiguration", "featureGates"}
+
+// claimGraduatedGates adds to changes the removal of the gates current has
+// on and desired drops that are locked on at movesTo.
+func claimGraduatedGates(current, desired map[string]any, movesTo string, changes map[string]any) error {
+	if movesTo == "" {
+		return nil
+	}
+	to, err := semver.ParseTolerant(movesTo)
+	if err != nil {
+		return fmt.Errorf("the version machines move to, %q, is not a version", movesTo)
+	}
+	c, _ := lookup(current, featureGatesPath)
+	currentGates, _ := c.(map[string]any)
+	d, _ := lookup(desired, featureGatesPath)
+	desiredGates, _ := d.(map[string]any)
+	var dropped []string
+	for gate, from := range graduatedGates {
+		on, _ := currentGates[gate].(bool)
+		_, kept := desiredGates[gate]
+		if on && !kept && to.GTE(from) {
+			dropped = append(dropped, gate)
+		}
+	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	if len(dropped) == len(currentGates) && desiredGates == nil {
+		// Nothing left: an empty object would still differ.
+		return unstructured.SetNestedField(changes, nil, featureGatesPath...)
+	}
+	for _, gate := range dropped {
+		if err := unstructured.SetNestedField(changes, nil, append(slices.Clone(featureGatesPath), gate)...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

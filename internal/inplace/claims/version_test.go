@@ -16,7 +16,11 @@ limitations under the License.
 
 package claims
 
-import "testing"
+import (
+	"testing"
+
+	upstreambootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+)
 
 // TestVersionClaimsWhatKubeadmUpgrades: a later patch or the next minor,
 // within the supported range, is claimed at the object's version field;
@@ -47,5 +51,41 @@ func TestVersionClaimsWhatKubeadmUpgrades(t *testing.T) {
 		if want := `{"spec":{"template":{"spec":{"version":"` + tc.desired + `"}}}}`; tc.want && string(p.Patch) != want {
 			t.Errorf("%s to %s: patch %s, want %s", tc.current, tc.desired, p.Patch, want)
 		}
+	}
+}
+
+// TestVersionBringsGraduatedGates: KubeadmControlPlane drops
+// ControlPlaneKubeletLocalMode from v1.36, where kubeadm locks it on; the
+// drop is claimed with a move to v1.36 or later (the whole featureGates
+// when nothing else is left), never without a move, and another gate's
+// change never.
+func TestVersionBringsGraduatedGates(t *testing.T) {
+	withGates := func(gates map[string]bool) upstreambootstrapv1.KubeadmConfigSpec {
+		s := joined()
+		s.ClusterConfiguration.FeatureGates = gates
+		return s
+	}
+	for _, tc := range []struct {
+		name             string
+		current, desired map[string]bool
+		movesTo          string
+		left             string
+	}{
+		{"to v1.36", map[string]bool{"ControlPlaneKubeletLocalMode": true}, nil, "v1.36.3", ""},
+		{"with another gate", map[string]bool{"ControlPlaneKubeletLocalMode": true, "Other": true}, map[string]bool{"Other": true}, "v1.36.3", ""},
+		{"no move", map[string]bool{"ControlPlaneKubeletLocalMode": true}, nil, "", "clusterConfiguration"},
+		{"to v1.35", map[string]bool{"ControlPlaneKubeletLocalMode": true}, nil, "v1.35.9", "clusterConfiguration"},
+		{"another gate changes", map[string]bool{"ControlPlaneKubeletLocalMode": true, "Other": true}, nil, "v1.36.3", "clusterConfiguration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			current, desired := config(withGates(tc.current)), config(withGates(tc.desired))
+			patch, err := Claim(current, desired, ConfigSpec, tc.movesTo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left := leftAfter(t, current, desired, patch, ConfigSpec); left != tc.left {
+				t.Errorf("after the claim %s, %q differs, want %q", patch.Patch, left, tc.left)
+			}
+		})
 	}
 }

@@ -189,13 +189,16 @@ func (h *Handlers) claim(current, desired runtime.RawExtension, kind string, spe
 	}
 	var p patches
 	var err error
-	if p.config, err = claims.Claim(current, desired, spec); err != nil {
-		return patches{}, err
+	movesTo := ""
+	if h.Updater.KubernetesBinaries != "" {
+		if p.version, err = claims.Version(v.current, v.desired, v.path); err != nil {
+			return patches{}, err
+		}
+		if p.version.IsDefined() {
+			movesTo = v.desired
+		}
 	}
-	if h.Updater.KubernetesBinaries == "" {
-		return p, nil
-	}
-	if p.version, err = claims.Version(v.current, v.desired, v.path); err != nil {
+	if p.config, err = claims.Claim(current, desired, spec, movesTo); err != nil {
 		return patches{}, err
 	}
 	return p, nil
