@@ -142,6 +142,7 @@ var Rules = []Rule{
 	{Field: "clusterConfiguration.scheduler.extraEnvs", Description: "environment of the scheduler", InPlace: true},
 	{Field: "clusterConfiguration.scheduler.extraVolumes", Description: "host paths mounted into the scheduler", InPlace: true},
 	{Field: "clusterConfiguration.etcd.local.imageTag", Description: "the image tag of local etcd", InPlace: true},
+	{Field: "clusterConfiguration.dns.imageTag", Description: "the image tag of CoreDNS, which KubeadmControlPlane updates in the cluster", InPlace: true},
 	{Field: "initConfiguration", Description: "kubeadm InitConfiguration (init)"},
 	{Field: "joinConfiguration", Description: "kubeadm JoinConfiguration (join)"},
 	{Field: "joinConfiguration.nodeRegistration.kubeletExtraArgs", Description: "the kubelet's flags on a joining machine", InPlace: true},
