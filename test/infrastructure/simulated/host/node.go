@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -255,9 +256,19 @@ func waitForCRI(ctx context.Context, timeout time.Duration) error {
 }
 
 // installTools puts the image's commands (this machine's binaries) in
-// /usr/local/bin as bind mounts, not symlinks: the host covers /tmp and /run
-// with its own, and a tools cache that lives there must stay reachable.
+// /usr/local/bin. They are the lower layers of an overlay, so the node sees
+// regular files it can replace, as an in-place update replaces kubeadm and
+// the kubelet; what it writes stays in the host's memory. Where the tools
+// cannot be layers (a file not named as its command), they are bind mounts,
+// which the node cannot replace. Either way they are not links: the host
+// covers /tmp and /run with its own, and a tools cache that lives there must
+// stay reachable.
 func (m *machine) installTools() error {
+	err := m.layerTools()
+	if err == nil {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "simulated host: the tools are bind mounts, which updates cannot replace: %v\n", err)
 	for name, path := range m.cfg.Tools {
 		dst := filepath.Join(imageBinDir, name)
 		_ = os.Remove(dst)
@@ -267,6 +278,31 @@ func (m *machine) installTools() error {
 		if err := syscall.Mount(path, dst, "", syscall.MS_BIND, ""); err != nil {
 			return fmt.Errorf("installing %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// layerTools mounts an overlay on /usr/local/bin whose lower layers are the
+// tools' directories, above what the image has there.
+func (m *machine) layerTools() error {
+	var lower []string
+	for name, path := range m.cfg.Tools {
+		if filepath.Base(path) != name {
+			return fmt.Errorf("%s is %s, not a file of its own name", name, path)
+		}
+		lower = append(lower, filepath.Dir(path))
+	}
+	slices.Sort(lower)
+	lower = append(slices.Compact(lower), imageBinDir)
+	upper, work := filepath.Join(m.cfg.LayersDir, "tools", "upper"), filepath.Join(m.cfg.LayersDir, "tools", "work")
+	for _, p := range []string{upper, work} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
+	if err := syscall.Mount("overlay", imageBinDir, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("overlay over %s: %w", imageBinDir, err)
 	}
 	return nil
 }
