@@ -72,9 +72,10 @@ type Lab struct {
 	hosts     map[string]*Host
 	reserved  map[netip.Addr]string // address -> owner (host name or endpoint key)
 	balancers map[string]*LoadBalancer
-	// images are the machine images besides the node image, by name: their
-	// containerd stores.
-	images map[string]string
+	// images are the machine images besides the node image, by name;
+	// imagesMu guards them apart from mu, as making one takes a while.
+	imagesMu sync.Mutex
+	images   map[string]*machineImage
 	// releases are the node releases hosts boot, the default first.
 	releases []*labRelease
 	nextLink int
@@ -118,7 +119,7 @@ func NewLab(opts LabOptions) (*Lab, error) {
 		hosts:        map[string]*Host{},
 		reserved:     map[netip.Addr]string{},
 		balancers:    map[string]*LoadBalancer{},
-		images:       map[string]string{},
+		images:       map[string]*machineImage{},
 	}
 	l.hostIf = fmt.Sprintf("cabpk%d", subnet.Addr().As4()[2])
 	if l.limits, err = raiseLimits(); err != nil {
@@ -274,23 +275,20 @@ type HostSpec struct {
 
 // StartHost boots a host. It is an error if a host of that name runs.
 func (l *Lab) StartHost(spec HostSpec) (*Host, error) {
+	// Before mu: a machine image's store for another release takes a
+	// while to make, and other hosts keep booting meanwhile.
+	release, err := l.releaseFor(spec)
+	if err != nil {
+		return nil, err
+	}
+	store, err := l.storeFor(spec, release)
+	if err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	if _, ok := l.hosts[spec.Name]; ok {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("host %s already runs", spec.Name)
-	}
-	release, err := l.releaseFor(spec)
-	if err != nil {
-		l.mu.Unlock()
-		return nil, err
-	}
-	store := release.store
-	if spec.Image != "" {
-		var ok bool
-		if store, ok = l.images[spec.Image]; !ok {
-			l.mu.Unlock()
-			return nil, fmt.Errorf("host %s: no machine image %q in the lab", spec.Name, spec.Image)
-		}
 	}
 	var balancer *LoadBalancer
 	if spec.LoadBalancer != "" {

@@ -29,11 +29,20 @@ import (
 	"time"
 )
 
-// A machine image is what a host boots: the node image of the Lab's first
-// release and a containerd store. A cloud keeps several, one per use; AddMachineImage
+// A machine image is what a host boots: the node image of a release and a
+// containerd store. A cloud keeps several, one per use; AddMachineImage
 // adds one whose store holds more images than the node image's, as an image
 // for a management cluster's nodes has its providers' images baked in (there
-// is no registry to pull them from).
+// is no registry to pull them from). Like a cloud's image family, it comes
+// for every release of the Lab: its store for a release other than the
+// first is made when a host of that release first boots it.
+
+// machineImage is one machine image: the archives baked in, and its store
+// for each release made so far, by Kubernetes version.
+type machineImage struct {
+	archives []ImageArchive
+	stores   map[string]string
+}
 
 // ImageArchive is a container image as a docker-archive tarball.
 type ImageArchive struct {
@@ -54,27 +63,56 @@ func (l *Lab) AddMachineImage(name string, archives []ImageArchive) error {
 	if name == "" || strings.ContainsAny(name, "/.") {
 		return fmt.Errorf("machine image %q: a name is one path element", name)
 	}
-	store := filepath.Join(l.stateDir, machineImagesDir, name, "containerd")
-	if err := os.RemoveAll(store); err != nil {
+	l.imagesMu.Lock()
+	defer l.imagesMu.Unlock()
+	img := &machineImage{archives: archives, stores: map[string]string{}}
+	if _, err := l.makeImageStore(name, img, l.releases[0]); err != nil {
 		return err
 	}
-	if err := copySeed(l.releases[0].store, store); err != nil {
-		return fmt.Errorf("machine image %s: %w", name, err)
-	}
-	if _, err := ImportImages(store, archives); err != nil {
-		return fmt.Errorf("machine image %s: %w", name, err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.images[name] = store
+	l.images[name] = img
 	return nil
+}
+
+// storeFor is the containerd store a host boots: its release's, or that of
+// the machine image its spec names, made for the release if need be.
+func (l *Lab) storeFor(spec HostSpec, release *labRelease) (string, error) {
+	if spec.Image == "" {
+		return release.store, nil
+	}
+	l.imagesMu.Lock()
+	defer l.imagesMu.Unlock()
+	img, ok := l.images[spec.Image]
+	if !ok {
+		return "", fmt.Errorf("host %s: no machine image %q in the lab", spec.Name, spec.Image)
+	}
+	if store, ok := img.stores[release.KubernetesVersion]; ok {
+		return store, nil
+	}
+	return l.makeImageStore(spec.Image, img, release)
+}
+
+// makeImageStore makes a machine image's store for a release: a copy of
+// the release's store with the image's archives imported.
+func (l *Lab) makeImageStore(name string, img *machineImage, release *labRelease) (string, error) {
+	store := filepath.Join(l.stateDir, machineImagesDir, name, release.KubernetesVersion, "containerd")
+	if err := os.RemoveAll(store); err != nil {
+		return "", err
+	}
+	if err := copySeed(release.store, store); err != nil {
+		return "", fmt.Errorf("machine image %s of Kubernetes %s: %w", name, release.KubernetesVersion, err)
+	}
+	if _, err := ImportImages(store, img.archives); err != nil {
+		return "", fmt.Errorf("machine image %s of Kubernetes %s: %w", name, release.KubernetesVersion, err)
+	}
+	img.stores[release.KubernetesVersion] = store
+	return store, nil
 }
 
 // removeMachineImages removes what AddMachineImage made.
 func (l *Lab) removeMachineImages() error {
-	l.mu.Lock()
-	l.images = map[string]string{}
-	l.mu.Unlock()
+	l.imagesMu.Lock()
+	l.images = map[string]*machineImage{}
+	l.imagesMu.Unlock()
 	return os.RemoveAll(filepath.Join(l.stateDir, machineImagesDir))
 }
 

@@ -105,21 +105,16 @@ func othersShared(releases []NodeRelease, i int) []ImageArchive {
 }
 
 // releaseFor is the release a host boots: the one of its spec's Kubernetes
-// version, the first one when it names none. Machine images are made from
-// the first release only.
+// version, the first one when it names none.
 func (l *Lab) releaseFor(spec HostSpec) (*labRelease, error) {
 	if spec.KubernetesVersion == "" {
 		return l.releases[0], nil
 	}
 	var have []string
-	for i, r := range l.releases {
+	for _, r := range l.releases {
 		if r.KubernetesVersion != spec.KubernetesVersion {
 			have = append(have, r.KubernetesVersion)
 			continue
-		}
-		if spec.Image != "" && i != 0 {
-			return nil, fmt.Errorf("host %s: machine image %q is of Kubernetes %s, not %s",
-				spec.Name, spec.Image, l.releases[0].KubernetesVersion, spec.KubernetesVersion)
 		}
 		return r, nil
 	}

@@ -31,7 +31,7 @@ func TestReleaseFor(t *testing.T) {
 		{version: "v1.36.3", store: "new"},
 		{version: "v1.35.8", store: "old"},
 		{version: "v1.36.3", image: "management", store: "new"},
-		{version: "v1.35.8", image: "management", err: "machine image \"management\" is of Kubernetes v1.36.3"},
+		{version: "v1.35.8", image: "management", store: "old"},
 		{version: "v1.34.12", err: "no node image of Kubernetes v1.34.12 (it has v1.36.3, v1.35.8)"},
 	} {
 		r, err := l.releaseFor(HostSpec{Name: "ns/m", KubernetesVersion: c.version, Image: c.image})
@@ -43,6 +43,22 @@ func TestReleaseFor(t *testing.T) {
 		case c.err == "" && r.store != c.store:
 			t.Errorf("version %q image %q: store %s; want %s", c.version, c.image, r.store, c.store)
 		}
+	}
+}
+
+// TestStoreFor: a host boots its release's store, or its machine image's
+// store of its release; an image the Lab lacks is an error.
+func TestStoreFor(t *testing.T) {
+	old := &labRelease{NodeRelease: NodeRelease{KubernetesVersion: "v1.35.8"}, store: "old"}
+	l := &Lab{images: map[string]*machineImage{"node-update": {stores: map[string]string{"v1.35.8": "node-update-old"}}}}
+	if store, err := l.storeFor(HostSpec{Name: "m"}, old); err != nil || store != "old" {
+		t.Errorf("no image: %s %v", store, err)
+	}
+	if store, err := l.storeFor(HostSpec{Name: "m", Image: "node-update"}, old); err != nil || store != "node-update-old" {
+		t.Errorf("node-update: %s %v", store, err)
+	}
+	if _, err := l.storeFor(HostSpec{Name: "m", Image: "management"}, old); err == nil || !strings.Contains(err.Error(), `no machine image "management"`) {
+		t.Errorf("an image the Lab lacks: %v", err)
 	}
 }
 
