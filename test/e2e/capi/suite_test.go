@@ -254,6 +254,7 @@ func suiteReleases() (*releases.Releases, stack.Options) {
 		Expect(err).NotTo(HaveOccurred())
 		opts.MachineImages[releases.NodeUpdateMachineImage] = []host.ImageArchive{image}
 		opts.RuntimeSDK = true
+		opts.KubernetesBinaries = true
 		opts.ManagerArgs = []string{"--feature-gates=KubeadmBootstrapFormatIgnition=true,KubeadmBootstrapFormatRaw=true,KubeadmInPlaceUpdates=true",
 			"--node-update-image=" + releases.OurImage}
 	}

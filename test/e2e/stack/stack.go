@@ -29,8 +29,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +65,10 @@ type Options struct {
 	// calling this provider's extension by its Service's name (see
 	// runtimesdk.go); this provider's manager then serves on port 443.
 	RuntimeSDK bool
+	// KubernetesBinaries serves the default release's kubeadm and kubelet
+	// to the Lab's hosts and names them to this provider's manager, for
+	// Kubernetes versions in place (see binaries.go).
+	KubernetesBinaries bool
 }
 
 // Stack is a Lab of simulated hosts and the management cluster that runs
@@ -75,9 +81,10 @@ type Stack struct {
 	// provider asks it for hosts and load balancers.
 	Cloud *cloud.Server
 
-	opts   Options
-	mu     sync.Mutex
-	others []*Management
+	opts     Options
+	binaries *http.Server
+	mu       sync.Mutex
+	others   []*Management
 }
 
 // releaseTools are the commands of a Kubernetes release the hosts' image has
@@ -91,8 +98,10 @@ var (
 var hostPackages = []string{testbin.Containerd, testbin.Runc, testbin.CloudInit}
 
 // sharedImages are the images of a release that nodes of another release run
-// during an upgrade: the DaemonSet's kube-proxy and the CoreDNS Deployment.
-var sharedImages = []string{"kube-proxy", "coredns"}
+// during an upgrade: the DaemonSet's kube-proxy and the CoreDNS Deployment
+// in a rollout, and the control plane's static Pods too when each machine
+// upgrades in place. A site's nodes would pull them from its registry.
+var sharedImages = []string{"kube-proxy", "coredns", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
 
 // labOptions finds what the hosts are made of: the packages, and for each
 // release (the default first) its tools and node images with their
@@ -192,11 +201,20 @@ func (s *Stack) start(ctx context.Context) error {
 	if s.Cloud, err = cloud.Serve(s.Lab); err != nil {
 		return err
 	}
+	managerArgs := s.opts.ManagerArgs
+	if s.opts.KubernetesBinaries {
+		s.progress("serving the Kubernetes binaries nodes upgrade to in place")
+		source, err := s.serveKubernetesBinaries()
+		if err != nil {
+			return err
+		}
+		managerArgs = append(slices.Clone(managerArgs), "--node-update-kubernetes-binaries="+source)
+	}
 	s.Management = &Management{
 		Name: "management", dir: s.opts.StateDir, binDir: s.opts.StateDir, managerBin: managerBin, simulatedBin: simulatedBin,
 		lab: s.Lab, cloudURL: s.Cloud.URL, progress: s.progress, first: true, runtimeSDK: s.opts.RuntimeSDK,
 	}
-	return s.Management.start(ctx, s.opts.ManagerArgs)
+	return s.Management.start(ctx, managerArgs)
 }
 
 // StateDir holds the stack's logs and kubeconfigs.
@@ -236,6 +254,9 @@ func (s *Stack) progress(msg string) {
 func (s *Stack) Stop() {
 	if s.Cloud != nil {
 		_ = s.Cloud.Close()
+	}
+	if s.binaries != nil {
+		_ = s.binaries.Close()
 	}
 	if s.Lab != nil {
 		s.Lab.Close()
