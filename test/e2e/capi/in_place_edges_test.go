@@ -31,7 +31,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -40,7 +39,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/capi/flavors"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/infrastructure/simulated/host"
 )
@@ -75,30 +73,8 @@ var _ = Describe("In-place updates that fail, meet a second extension or cannot 
 		It("reports a failed update and retries it, refuses two extensions and rolls out what it cannot claim", func() {
 			Expect(shared).NotTo(BeNil(), "a serial spec runs in the process that holds the stack")
 			mgmt := bootstrapClusterProxy.GetClient()
-			extension := scopedExtensionConfig(specName+"-"+string(f), namespace.Name)
-			Expect(mgmt.Create(ctx, extension)).To(Succeed())
-			DeferCleanup(func() { Expect(client.IgnoreNotFound(mgmt.Delete(ctx, extension))).To(Succeed()) })
-
-			clusterctl.ApplyClusterTemplateAndWait(ctx, clusterctl.ApplyClusterTemplateAndWaitInput{
-				ClusterProxy: bootstrapClusterProxy,
-				ConfigCluster: clusterctl.ConfigClusterInput{
-					LogFolder:                filepath.Join(artifactFolder, "clusters", bootstrapClusterProxy.GetName()),
-					ClusterctlConfigPath:     clusterctlConfigPath,
-					KubeconfigPath:           bootstrapClusterProxy.GetKubeconfigPath(),
-					InfrastructureProvider:   clusterctl.DefaultInfrastructureProvider,
-					Flavor:                   flavors.FlavorName(flavors.InPlaceFlavor, f),
-					Namespace:                namespace.Name,
-					ClusterName:              specName + "-" + string(f),
-					KubernetesVersion:        e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
-					ControlPlaneMachineCount: ptr.To[int64](1),
-					WorkerMachineCount:       ptr.To[int64](1),
-					ClusterctlVariables:      map[string]string{"MD_MAX_SURGE": "1", "MD_MAX_UNAVAILABLE": "1"},
-				},
-				WaitForClusterIntervals:      e2eConfig.GetIntervals(specName, "wait-cluster"),
-				WaitForControlPlaneIntervals: e2eConfig.GetIntervals(specName, "wait-control-plane"),
-				WaitForMachineDeployments:    e2eConfig.GetIntervals(specName, "wait-worker-nodes"),
-			}, result)
-			cluster := result.Cluster
+			cluster := applyInPlaceCluster(specName, f, namespace.Name, e2eConfig.MustGetVariable("KUBERNETES_VERSION"), 1,
+				map[string]string{"MD_MAX_SURGE": "1", "MD_MAX_UNAVAILABLE": "1"}, result)
 			controlPlane := machineNamesOf(mgmt, cluster, controlPlanes)
 			worker := workers(mgmt, cluster)
 			Expect(worker).To(HaveLen(1))

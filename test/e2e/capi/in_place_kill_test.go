@@ -71,32 +71,9 @@ var _ = Describe("An in-place update across a killed manager", inPlaceSpec("InPl
 		It("finishes the update the killed manager started", func() {
 			Expect(shared).NotTo(BeNil(), "a serial spec runs in the process that holds the stack")
 			mgmt := bootstrapClusterProxy.GetClient()
-			extension := scopedExtensionConfig(specName+"-"+string(f), namespace.Name)
-			Expect(mgmt.Create(ctx, extension)).To(Succeed())
-			DeferCleanup(func() { Expect(client.IgnoreNotFound(mgmt.Delete(ctx, extension))).To(Succeed()) })
-
-			clusterctl.ApplyClusterTemplateAndWait(ctx, clusterctl.ApplyClusterTemplateAndWaitInput{
-				ClusterProxy: bootstrapClusterProxy,
-				ConfigCluster: clusterctl.ConfigClusterInput{
-					LogFolder:                filepath.Join(artifactFolder, "clusters", bootstrapClusterProxy.GetName()),
-					ClusterctlConfigPath:     clusterctlConfigPath,
-					KubeconfigPath:           bootstrapClusterProxy.GetKubeconfigPath(),
-					InfrastructureProvider:   clusterctl.DefaultInfrastructureProvider,
-					Flavor:                   flavors.FlavorName(flavors.InPlaceFlavor, f),
-					Namespace:                namespace.Name,
-					ClusterName:              specName + "-" + string(f),
-					KubernetesVersion:        e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
-					ControlPlaneMachineCount: ptr.To[int64](3),
-					WorkerMachineCount:       ptr.To[int64](1),
-					ClusterctlVariables: map[string]string{
-						"KUBEADM_CONTROL_PLANE_MAX_SURGE": "0", "MD_MAX_SURGE": "1", "MD_MAX_UNAVAILABLE": "1",
-					},
-				},
-				WaitForClusterIntervals:      e2eConfig.GetIntervals(specName, "wait-cluster"),
-				WaitForControlPlaneIntervals: e2eConfig.GetIntervals(specName, "wait-control-plane"),
-				WaitForMachineDeployments:    e2eConfig.GetIntervals(specName, "wait-worker-nodes"),
+			cluster := applyInPlaceCluster(specName, f, namespace.Name, e2eConfig.MustGetVariable("KUBERNETES_VERSION"), 3, map[string]string{
+				"KUBEADM_CONTROL_PLANE_MAX_SURGE": "0", "MD_MAX_SURGE": "1", "MD_MAX_UNAVAILABLE": "1",
 			}, result)
-			cluster := result.Cluster
 			before := machineNamesOf(mgmt, cluster)
 			workload := bootstrapClusterProxy.GetWorkloadCluster(ctx, cluster.Namespace, cluster.Name).GetClient()
 
@@ -138,6 +115,37 @@ var _ = Describe("An in-place update across a killed manager", inPlaceSpec("InPl
 
 // killFormats: one, as the update's state is the same in every format.
 var killFormats = []bootstrapv1.Format{bootstrapv1.CloudConfig}
+
+// applyInPlaceCluster registers this provider's extension for the spec's
+// namespace and makes a cluster of the in-place flavor there, of version,
+// with the control-plane machines and the worker given: what each of our
+// in-place specs starts from.
+func applyInPlaceCluster(specName string, f bootstrapv1.Format, namespace, version string, controlPlanes int64, vars map[string]string, result *clusterctl.ApplyClusterTemplateAndWaitResult) *clusterv1.Cluster {
+	mgmt := bootstrapClusterProxy.GetClient()
+	extension := scopedExtensionConfig(specName+"-"+string(f), namespace)
+	Expect(mgmt.Create(ctx, extension)).To(Succeed())
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(mgmt.Delete(ctx, extension))).To(Succeed()) })
+	clusterctl.ApplyClusterTemplateAndWait(ctx, clusterctl.ApplyClusterTemplateAndWaitInput{
+		ClusterProxy: bootstrapClusterProxy,
+		ConfigCluster: clusterctl.ConfigClusterInput{
+			LogFolder:                filepath.Join(artifactFolder, "clusters", bootstrapClusterProxy.GetName()),
+			ClusterctlConfigPath:     clusterctlConfigPath,
+			KubeconfigPath:           bootstrapClusterProxy.GetKubeconfigPath(),
+			InfrastructureProvider:   clusterctl.DefaultInfrastructureProvider,
+			Flavor:                   flavors.FlavorName(flavors.InPlaceFlavor, f),
+			Namespace:                namespace,
+			ClusterName:              specName + "-" + string(f),
+			KubernetesVersion:        version,
+			ControlPlaneMachineCount: ptr.To(controlPlanes),
+			WorkerMachineCount:       ptr.To[int64](1),
+			ClusterctlVariables:      vars,
+		},
+		WaitForClusterIntervals:      e2eConfig.GetIntervals(specName, "wait-cluster"),
+		WaitForControlPlaneIntervals: e2eConfig.GetIntervals(specName, "wait-control-plane"),
+		WaitForMachineDeployments:    e2eConfig.GetIntervals(specName, "wait-worker-nodes"),
+	}, result)
+	return result.Cluster
+}
 
 // scopedExtensionConfig registers this provider's extension for one
 // namespace, as docs/operator/in-place-updates.md has it.

@@ -20,7 +20,6 @@ package capi
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -28,7 +27,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -38,7 +36,6 @@ import (
 
 	bootstrapv1 "github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/bootstrap/kubeadm/api/v1beta2"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/internal/testbin"
-	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/capi/flavors"
 	"github.com/cabpk-formats/cluster-api-bootstrap-provider-kubeadm/test/e2e/objects"
 )
 
@@ -67,32 +64,9 @@ var _ = Describe("A Kubernetes upgrade in place", inPlaceSpec(inPlaceVersionSpec
 		It("upgrades every machine in place, the control plane first", func() {
 			from, to := testbin.UpgradeFromRelease(), testbin.DefaultRelease()
 			mgmt := bootstrapClusterProxy.GetClient()
-			extension := scopedExtensionConfig(specName+"-"+string(f), namespace.Name)
-			Expect(mgmt.Create(ctx, extension)).To(Succeed())
-			DeferCleanup(func() { Expect(client.IgnoreNotFound(mgmt.Delete(ctx, extension))).To(Succeed()) })
-
-			clusterctl.ApplyClusterTemplateAndWait(ctx, clusterctl.ApplyClusterTemplateAndWaitInput{
-				ClusterProxy: bootstrapClusterProxy,
-				ConfigCluster: clusterctl.ConfigClusterInput{
-					LogFolder:                filepath.Join(artifactFolder, "clusters", bootstrapClusterProxy.GetName()),
-					ClusterctlConfigPath:     clusterctlConfigPath,
-					KubeconfigPath:           bootstrapClusterProxy.GetKubeconfigPath(),
-					InfrastructureProvider:   clusterctl.DefaultInfrastructureProvider,
-					Flavor:                   flavors.FlavorName(flavors.InPlaceFlavor, f),
-					Namespace:                namespace.Name,
-					ClusterName:              specName + "-" + string(f),
-					KubernetesVersion:        from.Kubernetes,
-					ControlPlaneMachineCount: ptr.To[int64](3),
-					WorkerMachineCount:       ptr.To[int64](1),
-					ClusterctlVariables: map[string]string{
-						"KUBEADM_CONTROL_PLANE_MAX_SURGE": "0", "MD_MAX_SURGE": "1", "MD_MAX_UNAVAILABLE": "1",
-					},
-				},
-				WaitForClusterIntervals:      e2eConfig.GetIntervals(specName, "wait-cluster"),
-				WaitForControlPlaneIntervals: e2eConfig.GetIntervals(specName, "wait-control-plane"),
-				WaitForMachineDeployments:    e2eConfig.GetIntervals(specName, "wait-worker-nodes"),
+			cluster := applyInPlaceCluster(specName, f, namespace.Name, from.Kubernetes, 3, map[string]string{
+				"KUBEADM_CONTROL_PLANE_MAX_SURGE": "0", "MD_MAX_SURGE": "1", "MD_MAX_UNAVAILABLE": "1",
 			}, result)
-			cluster := result.Cluster
 			before := machineNamesOf(mgmt, cluster)
 
 			By("Upgrading the cluster's topology to " + to.Kubernetes + ", with etcd's and CoreDNS's tags, as upstream's upgrade spec does")
