@@ -50,7 +50,7 @@ import (
 // serve them. Afterwards the upgrade specs' checks and report entry: every
 // Machine's kubelet is of the new version, etcd, CoreDNS and kube-proxy run
 // the images the new kubeadm names, and nothing rolls afterwards.
-var _ = Describe("A Kubernetes upgrade in place", inPlaceSpec(inPlaceVersionSpec, versionFormats), upgradeSpec(inPlaceVersionSpec, versionFormats), func() {
+var _ = Describe("A Kubernetes upgrade in place", heavySpec(inPlaceVersionSpec, versionFormats, inPlaceLabel, upgradeLabel), func() {
 	inFormats(versionFormats, func(f bootstrapv1.Format) {
 		const specName = "in-place-version"
 		var (

@@ -195,34 +195,37 @@ func loadE2EConfig() *clusterctl.E2EConfig {
 // one entry per format, as the spec tree declares them.
 var heavySpecs = map[string][]Labels{}
 
-// heavySpec records the labels of a spec with the label of what it needs,
-// run in formats, and returns its own.
-func heavySpec(spec, needs string, formats []bootstrapv1.Format) Labels {
-	for _, f := range formats {
-		heavySpecs[needs] = append(heavySpecs[needs], Label(spec, needs, string(f)))
+// heavySpec records the labels of a spec with the labels of what it needs,
+// run in formats, under each of them, and returns its own: a filter that
+// selects the spec by any of its labels gets all it needs.
+func heavySpec(spec string, formats []bootstrapv1.Format, needs ...string) Labels {
+	for _, need := range needs {
+		for _, f := range formats {
+			heavySpecs[need] = append(heavySpecs[need], Label(append([]string{spec, string(f)}, needs...)...))
+		}
 	}
-	return Label(spec, needs)
+	return Label(append([]string{spec}, needs...)...)
 }
 
 // managementSpec records a spec that makes a management cluster with
 // clusterctl init: its nodes carry every provider's image, built from source
 // (hack/tools.sh upstream-releases, about 16 minutes on empty caches).
 func managementSpec(spec string, formats []bootstrapv1.Format) Labels {
-	return heavySpec(spec, managementLabel, formats)
+	return heavySpec(spec, formats, managementLabel)
 }
 
 // upgradeSpec records a spec that upgrades Kubernetes: it boots nodes of
 // the previous minor too (hack/tools.sh upgrade-from, about 20 minutes on
 // empty caches).
 func upgradeSpec(spec string, formats []bootstrapv1.Format) Labels {
-	return heavySpec(spec, upgradeLabel, formats)
+	return heavySpec(spec, formats, upgradeLabel)
 }
 
 // inPlaceSpec records a spec that updates machines in place: this
 // provider's image is built for the hosts, and Cluster API's managers run as
 // binaries with the Runtime SDK.
 func inPlaceSpec(spec string, formats []bootstrapv1.Format) Labels {
-	return heavySpec(spec, inPlaceLabel, formats)
+	return heavySpec(spec, formats, inPlaceLabel)
 }
 
 // selects says whether the label filter selects a spec that needs what
